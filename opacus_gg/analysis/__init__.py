@@ -1,0 +1,1 @@
+"""Analyses of the GG mechanism: privacy curves, outlier probabilities, PATE experiments."""

@@ -1,0 +1,199 @@
+r"""The Generalized Gaussian (GG) distribution: sampling, density, CDF, moments.
+
+Library parameterization (used everywhere in opacus-gg)::
+
+    f(x) = exp(-|x|^β / (β s^β)) / Z(β, s),   Z(β, s) = 2 s β^{1/β} Γ(1 + 1/β),
+
+with β ≥ 1 the shape and s > 0 the scale. In DP-SGD ``s = noise_multiplier × max_grad_norm``,
+so β = 2 is exactly Opacus's N(0, s²) and β = 1 is the Laplace distribution with scale s.
+In scipy's terms this is ``scipy.stats.gennorm(β, scale=s·β^{1/β})``.
+
+The GG paper (Liu 2019; the GG mechanism paper, Definition 7) writes the density as
+exp(-|x|^β / σ_p). The two conventions are related by
+
+    σ_p = β s^β      and      s = (σ_p / β)^{1/β}
+
+(see :func:`paper_sigma_to_scale` and :func:`scale_to_paper_sigma`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+from scipy import special
+
+ArrayLike = Union[float, np.ndarray, Sequence[float]]
+
+__all__ = [
+    "validate_beta",
+    "validate_scale",
+    "sample",
+    "log_prob",
+    "cdf",
+    "sf",
+    "variance",
+    "gennorm_scale",
+    "paper_sigma_to_scale",
+    "scale_to_paper_sigma",
+    "GeneralizedGaussian",
+]
+
+
+def validate_beta(beta: float, name: str = "beta") -> float:
+    """Return ``beta`` as a float, raising ``ValueError`` unless 1 ≤ β < ∞."""
+    try:
+        b = float(beta)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number ≥ 1, got {beta!r}") from None
+    if not math.isfinite(b) or b < 1.0:
+        raise ValueError(f"{name} must be a finite number ≥ 1 (1 = Laplace, 2 = Gaussian), got {beta!r}")
+    return b
+
+
+def validate_scale(scale: float, name: str = "scale") -> float:
+    """Return ``scale`` as a float, raising ``ValueError`` unless 0 < s < ∞."""
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive real number, got {scale!r}") from None
+    if not math.isfinite(s) or s <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {scale!r}")
+    return s
+
+
+def gennorm_scale(beta: float, scale: float) -> float:
+    """scipy ``gennorm`` scale of the library's GG(β, s): ``s · β^{1/β}``."""
+    beta = validate_beta(beta)
+    return validate_scale(scale) * beta ** (1.0 / beta)
+
+
+def paper_sigma_to_scale(beta: float, sigma_paper: float) -> float:
+    """Convert the paper's σ_p (density ∝ exp(-|x|^β/σ_p)) to the library scale s = (σ_p/β)^{1/β}."""
+    beta = validate_beta(beta)
+    sigma_paper = validate_scale(sigma_paper, "sigma_paper")
+    return (sigma_paper / beta) ** (1.0 / beta)
+
+
+def scale_to_paper_sigma(beta: float, scale: float) -> float:
+    """Convert the library scale s to the paper's σ_p = β s^β."""
+    beta = validate_beta(beta)
+    return beta * validate_scale(scale) ** beta
+
+
+def sample(
+    shape: Union[int, Sequence[int], torch.Size],
+    beta: float,
+    scale: float,
+    *,
+    generator: Optional[torch.Generator] = None,
+    device: Optional[Union[str, torch.device]] = None,
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    r"""Draw i.i.d. GG(β, s) samples of the given shape, exactly.
+
+    |X| = s (β G)^{1/β} with G ~ Gamma(1/β, 1), and an independent random sign. Fast paths:
+    β = 2 is ``s · randn`` (Opacus's noise, bit for bit given the same generator state) and
+    β = 1 is s·E·(random sign) with E ~ Exp(1). Sampling is done in float32/float64 on ``device``
+    (the generator's device when omitted) and cast to ``dtype``.
+    """
+    beta = validate_beta(beta)
+    scale = validate_scale(scale)
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = torch.Size(shape)
+    if device is None:
+        device = generator.device if generator is not None else torch.device("cpu")
+    device = torch.device(device)
+    out_dtype = dtype or torch.get_default_dtype()
+    work_dtype = torch.float64 if out_dtype == torch.float64 else torch.float32
+    if beta == 2.0:
+        return (torch.randn(shape, generator=generator, device=device, dtype=work_dtype) * scale).to(out_dtype)
+    if beta == 1.0:
+        mag = torch.empty(shape, device=device, dtype=work_dtype).exponential_(generator=generator)
+    else:
+        conc = torch.full(shape, 1.0 / beta, device=device, dtype=work_dtype)
+        g = torch._standard_gamma(conc, generator=generator)
+        mag = (g * beta).pow_(1.0 / beta)
+    sign = torch.randint(0, 2, shape, generator=generator, device=device, dtype=torch.int8)
+    mag.mul_(sign.to(work_dtype).mul_(2.0).sub_(1.0)).mul_(scale)
+    return mag.to(out_dtype)
+
+
+def log_prob(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
+    r"""log f(x) = -|x|^β / (β s^β) - log(2 s β^{1/β} Γ(1 + 1/β))."""
+    beta = validate_beta(beta)
+    scale = validate_scale(scale)
+    x = np.asarray(x, dtype=np.float64)
+    log_z = math.log(2.0 * scale) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
+    return -np.abs(x / scale) ** beta / beta - log_z
+
+
+def _half_tail(x: np.ndarray, beta: float, scale: float) -> np.ndarray:
+    """P(X > |x|) = ½ Q(1/β, |x|^β/(β s^β)) with Q the regularized upper incomplete gamma."""
+    return 0.5 * special.gammaincc(1.0 / beta, np.abs(x / scale) ** beta / beta)
+
+
+def cdf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
+    r"""F(x) = ½ + sign(x)/2 · P(1/β, |x|^β/(β s^β)), computed from the tail for accuracy."""
+    beta = validate_beta(beta)
+    scale = validate_scale(scale)
+    x = np.asarray(x, dtype=np.float64)
+    tail = _half_tail(x, beta, scale)
+    return np.where(x < 0, tail, 1.0 - tail)
+
+
+def sf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
+    r"""Survival function 1 - F(x) = F(-x) (symmetry), accurate in the upper tail."""
+    return cdf(-np.asarray(x, dtype=np.float64), beta, scale)
+
+
+def variance(beta: float, scale: float) -> float:
+    r"""Var X = s² β^{2/β} Γ(3/β) / Γ(1/β)  (= s² at β = 2, 2s² at β = 1)."""
+    beta = validate_beta(beta)
+    scale = validate_scale(scale)
+    return scale**2 * beta ** (2.0 / beta) * math.exp(special.gammaln(3.0 / beta) - special.gammaln(1.0 / beta))
+
+
+class GeneralizedGaussian:
+    r"""GG(β, s) with density ∝ exp(-|x|^β / (β s^β)); a thin object wrapper of this module."""
+
+    def __init__(self, beta: float, scale: float) -> None:
+        self.beta = validate_beta(beta)
+        self.scale = validate_scale(scale)
+
+    @classmethod
+    def from_paper(cls, beta: float, sigma_paper: float) -> "GeneralizedGaussian":
+        """Build from the paper's (β, σ_p), density ∝ exp(-|x|^β/σ_p)."""
+        return cls(beta, paper_sigma_to_scale(beta, sigma_paper))
+
+    @property
+    def paper_sigma(self) -> float:
+        """The paper's σ_p = β s^β."""
+        return scale_to_paper_sigma(self.beta, self.scale)
+
+    def sample(self, shape, *, generator=None, device=None, dtype=None) -> torch.Tensor:
+        """See :func:`sample`."""
+        return sample(shape, self.beta, self.scale, generator=generator, device=device, dtype=dtype)
+
+    def log_prob(self, x: ArrayLike) -> np.ndarray:
+        """See :func:`log_prob`."""
+        return log_prob(x, self.beta, self.scale)
+
+    def cdf(self, x: ArrayLike) -> np.ndarray:
+        """See :func:`cdf`."""
+        return cdf(x, self.beta, self.scale)
+
+    def sf(self, x: ArrayLike) -> np.ndarray:
+        """See :func:`sf`."""
+        return sf(x, self.beta, self.scale)
+
+    @property
+    def variance(self) -> float:
+        """See :func:`variance`."""
+        return variance(self.beta, self.scale)
+
+    def __repr__(self) -> str:
+        return f"GeneralizedGaussian(beta={self.beta}, scale={self.scale})"
