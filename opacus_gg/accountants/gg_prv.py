@@ -1,0 +1,100 @@
+r"""``GGPRVAccountant``: Opacus accountant for Poisson-subsampled GG noise, registered as ``"gg_prv"``.
+
+History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``; equal consecutive
+steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the certified upper bound of
+:func:`opacus_gg.accountants.compute_epsilon_history` (max over add/remove adjacency and over the
+worst-case shift shapes in ``dim`` dimensions under ℓ_{clip_norm_p} clipping).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, Optional
+
+from opacus.accountants import IAccountant
+
+from ..validation import validate_beta, validate_clip_norm_p, validate_positive_int
+from .api import _segment, compute_epsilon_history
+from .report import EpsilonReport
+
+__all__ = ["GGPRVAccountant"]
+
+
+class GGPRVAccountant(IAccountant):
+    """Certified PRV accountant for β-DP-SGD; defaults (β, d, p) apply to steps that do not give them."""
+
+    def __init__(self, beta: float = 2.0, dim: int = 1, clip_norm_p: Optional[float] = None) -> None:
+        super().__init__()
+        self.beta = validate_beta(beta)
+        self.dim = validate_positive_int(dim, "dim")
+        self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
+
+    @classmethod
+    def mechanism(cls) -> str:
+        """Registry key."""
+        return "gg_prv"
+
+    def _defaults(self):
+        return (self.beta, self.dim, self.clip_norm_p)
+
+    def step(self, *, noise_multiplier: float, sample_rate: float, beta: Optional[float] = None,
+             dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
+        """Record one step (validated); merges with the last entry when all parameters agree."""
+        s = _segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p), self._defaults())
+        entry = (s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p)
+        if self.history:
+            last = tuple(self.history[-1])
+            if len(last) == 6 and (last[0], last[1], last[3], last[4], last[5]) == entry:
+                self.history[-1] = (last[0], last[1], last[2] + 1, last[3], last[4], last[5])
+                return
+        self.history.append((s.noise_multiplier, s.sample_rate, 1, s.beta, s.dim, s.clip_norm_p))
+
+    def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
+                           mode: str = "certified", **kwargs) -> EpsilonReport:
+        """Full :class:`EpsilonReport` for the history (3-tuples use the accountant's defaults)."""
+        hist = [self._complete(e) for e in self.history]
+        return compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error)
+
+    def _complete(self, entry):
+        entry = tuple(entry)
+        if len(entry) == 3:  # written by opacus.accountants.utils.get_noise_multiplier
+            return entry + self._defaults()
+        return entry
+
+    def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
+                    **kwargs) -> float:
+        """Certified upper bound on ε at δ (0 for an empty history)."""
+        return self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error).epsilon
+
+    def __len__(self) -> int:
+        """Total number of steps (not segments)."""
+        return int(sum(int(e[2]) for e in self.history))
+
+    def get_optimizer_hook_fn(self, sample_rate: float) -> Callable:
+        """Hook reading σ, β, p, d from the optimizer; q = sample_rate × accumulated_iterations."""
+
+        def hook_fn(optim) -> None:
+            self.step(
+                noise_multiplier=optim.noise_multiplier,
+                sample_rate=sample_rate * getattr(optim, "accumulated_iterations", 1),
+                beta=getattr(optim, "beta", 2.0),
+                dim=getattr(optim, "dim", 1),
+                clip_norm_p=getattr(optim, "clip_norm_p", None),
+            )
+
+        return hook_fn
+
+    def state_dict(self, destination=None):
+        """History, mechanism and the defaults (β, d, p)."""
+        destination = super().state_dict(destination if destination is not None else OrderedDict())
+        destination["defaults"] = {"beta": self.beta, "dim": self.dim, "clip_norm_p": self.clip_norm_p}
+        return destination
+
+    def load_state_dict(self, state_dict) -> None:
+        """Restore history and defaults (validated like Opacus's loader)."""
+        super().load_state_dict(state_dict)
+        self.history = [tuple(e) for e in self.history]
+        d = state_dict.get("defaults")
+        if d is not None:
+            self.__init__(d.get("beta", 2.0), d.get("dim", 1), d.get("clip_norm_p"))
+            self.history = [tuple(e) for e in state_dict["history"]]

@@ -1,0 +1,11 @@
+"""β-DP-SGD experiments: configs, data loading, models, the training loop, sweeps and reports.
+
+The paper's study (Section 5, Appendix E.1 of the GG mechanism paper) lives here:
+``configs/*.yaml`` → :func:`opacus_gg.experiments.train.run` → per-epoch CSV/JSON →
+:mod:`opacus_gg.experiments.sweep` (β × target ε × seeds) → :mod:`opacus_gg.experiments.report`
+(Figure-4-style plot and Table-1-style markdown).
+"""
+
+from .config import load_config, apply_overrides, validate_config
+
+__all__ = ["load_config", "apply_overrides", "validate_config"]

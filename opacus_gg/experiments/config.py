@@ -1,0 +1,234 @@
+"""Experiment configuration: YAML files with defaults, dotted ``key=value`` overrides, validation.
+
+A config is a nested dict with the sections ``data``, ``model``, ``privacy``, ``train`` and
+``sweep`` plus the top-level keys ``name``, ``seed``, ``device``, ``output_dir``.
+Every key can be overridden from the command line with ``--set section.key=value`` (the value is
+parsed as YAML, so ``1e-6``, ``[1, 2]``, ``null`` and ``true`` work).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+from typing import Any, Dict, Iterable, Mapping, Union
+
+import yaml
+
+Config = Dict[str, Any]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-6`` (no dot) as a float (YAML 1.1 would give a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
+)
+
+
+def _yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+DATASETS = ("synthetic", "cifar10", "svhn", "adult", "imdb")
+MODELS = ("mlp", "fcn", "cnn", "scatternet_cnn", "lstm")
+FEATURES = ("raw", "scatter", "stub")
+
+DEFAULTS: Config = {
+    "name": "run",
+    "seed": 0,
+    "device": "cpu",
+    "output_dir": "runs/run",
+    "resume": None,
+    "quiet": False,
+    "data": {
+        "name": "synthetic",
+        "root": "data",
+        "download": False,
+        "features": "raw",  # raw | scatter (kymatio) | stub (test-only stand-in for scattering)
+        "cache_dir": None,  # feature cache; default <root>/feature_cache
+        "n_train": 2000,  # synthetic only
+        "n_test": 1000,
+        "n_features": 20,
+        "n_classes": 4,
+        "class_sep": 2.5,
+        "vocab_size": 10000,  # imdb only
+        "max_len": 256,
+        "limit_train": None,  # use only the first N training examples (debugging / CI)
+        "limit_test": None,
+    },
+    "model": {"name": "mlp", "hidden": None, "width": None, "embed_dim": None, "num_groups": None},  # None = class default
+    "privacy": {
+        "beta": 2.0,
+        "clip_norm_p": None,  # None = beta (ℓβ clipping)
+        "target_epsilon": 3.0,
+        "target_delta": 1e-5,
+        "noise_multiplier": None,  # if set: fixed σ (no calibration to target_epsilon)
+        "max_grad_norm": 1.0,
+        "poisson_sampling": True,
+        "calibration": "certified",  # certified | paper: which ε the σ solver targets
+        "paper_epsilon": True,  # also report the paper-mode ε (NOT a guarantee for β≠2): true | false | final
+        "eps_error": 0.01,  # accountant discretization error (the reported ε is an upper bound including it)
+        "epsilon_tolerance": 0.01,  # σ solver: target ε − 0.01 ≤ certified ε ≤ target ε
+    },
+    "train": {
+        "epochs": 1,
+        "batch_size": 256,  # expected batch size (Poisson sampling: q = batch_size / n)
+        "max_physical_batch_size": None,
+        "eval_batch_size": 1024,
+        "optimizer": "sgd",
+        "lr": 0.5,
+        "momentum": 0.0,
+        "weight_decay": 0.0,
+        "num_workers": 0,
+    },
+    "sweep": {
+        "betas": [1.0, 1.5, 2.0, 2.5, 3.0, 4.0],
+        "target_epsilons": [1.0, 2.0, 3.0],
+        "seeds": [0, 1, 2],
+        "grid": {},  # extra dotted keys -> list of values (e.g. {"train.lr": [0.5, 1.0]})
+    },
+}
+
+
+def _deep_update(base: Config, new: Mapping[str, Any], path: str = "") -> Config:
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value, f"{path}{key}.")
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def load_config(path: Union[str, Path, None] = None) -> Config:
+    """Load a YAML config over :data:`DEFAULTS` (a missing key keeps its default)."""
+    cfg = copy.deepcopy(DEFAULTS)
+    if path is None:
+        return cfg
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"config: file not found: {p}")
+    with open(p, encoding="utf-8") as f:
+        loaded = _yaml_load(f.read()) or {}
+    if not isinstance(loaded, Mapping):
+        raise ValueError(f"config: {p} must hold a YAML mapping, got {type(loaded).__name__}")
+    unknown = _unknown_keys(loaded, DEFAULTS)
+    if unknown:
+        raise ValueError(f"config: unknown key(s) in {p}: {', '.join(unknown)}")
+    return _deep_update(cfg, loaded)
+
+
+def _unknown_keys(d: Mapping[str, Any], ref: Mapping[str, Any], prefix: str = "") -> list:
+    out = []
+    for k, v in d.items():
+        if k not in ref:
+            out.append(prefix + k)
+        elif isinstance(v, Mapping) and isinstance(ref[k], dict) and k != "grid":
+            out.extend(_unknown_keys(v, ref[k], prefix + k + "."))
+    return out
+
+
+def set_key(cfg: Config, dotted: str, value: Any) -> None:
+    """Set ``cfg[a][b] = value`` for ``dotted = "a.b"``; the key must exist in :data:`DEFAULTS`."""
+    parts = dotted.split(".")
+    node: Any = cfg
+    ref: Any = DEFAULTS
+    for i, part in enumerate(parts):
+        if not isinstance(ref, dict) or part not in ref:
+            raise ValueError(f"--set: unknown config key {dotted!r}")
+        if i == len(parts) - 1:
+            node[part] = value
+        else:
+            node, ref = node[part], ref[part]
+
+
+def parse_override(text: str) -> tuple:
+    """Parse ``"section.key=value"`` into ``(key, value)`` with the value read as YAML."""
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    return key.strip(), _yaml_load(raw)
+
+
+def apply_overrides(cfg: Config, overrides: Union[Mapping[str, Any], Iterable[str]]) -> Config:
+    """Apply dotted overrides (a mapping or ``key=value`` strings) to a copy of ``cfg``."""
+    out = copy.deepcopy(cfg)
+    items = overrides.items() if isinstance(overrides, Mapping) else map(parse_override, overrides)
+    for key, value in items:
+        set_key(out, key, value)
+    return out
+
+
+def _positive(name: str, value: Any, *, integer: bool = False, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if ok:
+        ok = value >= 0 if allow_zero else value > 0
+    if not ok:
+        kind = "integer" if integer else "number"
+        rng = "≥ 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite {kind} {rng}, got {value!r}")
+
+
+def validate_config(cfg: Config) -> Config:
+    """Check every key's type and range; raise ``ValueError`` naming the key and its allowed range."""
+    d, m, p, t = cfg["data"], cfg["model"], cfg["privacy"], cfg["train"]
+    if d["name"] not in DATASETS:
+        raise ValueError(f"data.name must be one of {DATASETS}, got {d['name']!r}")
+    if m["name"] not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {m['name']!r}")
+    if d["features"] not in FEATURES:
+        raise ValueError(f"data.features must be one of {FEATURES}, got {d['features']!r}")
+    beta = p["beta"]
+    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or not (1 <= beta < math.inf):
+        raise ValueError(f"privacy.beta must be a finite number ≥ 1, got {beta!r}")
+    cp = p["clip_norm_p"]
+    if cp is not None and (not isinstance(cp, (int, float)) or isinstance(cp, bool) or not cp >= 1):
+        raise ValueError(f"privacy.clip_norm_p must be null or a number ≥ 1 (inf allowed), got {cp!r}")
+    _positive("privacy.max_grad_norm", p["max_grad_norm"])
+    delta = p["target_delta"]
+    if not isinstance(delta, (int, float)) or not (0 < delta < 1):
+        raise ValueError(f"privacy.target_delta must be in (0, 1), got {delta!r}")
+    if p["noise_multiplier"] is None:
+        _positive("privacy.target_epsilon", p["target_epsilon"])
+    else:
+        _positive("privacy.noise_multiplier", p["noise_multiplier"])
+    if p["calibration"] not in ("certified", "paper"):
+        raise ValueError(f"privacy.calibration must be 'certified' or 'paper', got {p['calibration']!r}")
+    _positive("privacy.eps_error", p["eps_error"])
+    _positive("privacy.epsilon_tolerance", p["epsilon_tolerance"])
+    if p["paper_epsilon"] not in (True, False, "final"):
+        raise ValueError(f"privacy.paper_epsilon must be true, false or 'final', got {p['paper_epsilon']!r}")
+    _positive("train.epochs", t["epochs"], integer=True)
+    _positive("train.batch_size", t["batch_size"], integer=True)
+    _positive("train.eval_batch_size", t["eval_batch_size"], integer=True)
+    if t["max_physical_batch_size"] is not None:
+        _positive("train.max_physical_batch_size", t["max_physical_batch_size"], integer=True)
+    _positive("train.lr", t["lr"])
+    _positive("train.momentum", t["momentum"], allow_zero=True)
+    _positive("train.weight_decay", t["weight_decay"], allow_zero=True)
+    if t["optimizer"] not in ("sgd", "adam"):
+        raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {t['optimizer']!r}")
+    _positive("seed", cfg["seed"], integer=True, allow_zero=True)
+    for key in ("n_train", "n_test", "n_features", "vocab_size", "max_len"):
+        _positive(f"data.{key}", d[key], integer=True)
+    if not (isinstance(d["n_classes"], int) and d["n_classes"] >= 2):
+        raise ValueError(f"data.n_classes must be an integer ≥ 2, got {d['n_classes']!r}")
+    for key in ("limit_train", "limit_test"):
+        if d[key] is not None:
+            _positive(f"data.{key}", d[key], integer=True)
+    if m["name"] == "scatternet_cnn" and d["features"] == "raw":
+        raise ValueError("model.name=scatternet_cnn needs data.features 'scatter' (or 'stub' in tests), got 'raw'")
+    if m["name"] in ("cnn", "scatternet_cnn") and d["name"] not in ("cifar10", "svhn"):
+        raise ValueError(f"model.name={m['name']} needs an image dataset (cifar10, svhn), got {d['name']!r}")
+    if (m["name"] == "lstm") != (d["name"] == "imdb"):
+        raise ValueError("model.name=lstm goes with data.name=imdb (and imdb needs the lstm model)")
+    return cfg

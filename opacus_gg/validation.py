@@ -1,0 +1,122 @@
+"""Shared input validators: each returns the cleaned value or raises ``ValueError`` naming the
+parameter and its allowed range. Import these rather than re-checking by hand."""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Union
+
+from .distribution import validate_beta, validate_scale
+
+__all__ = [
+    "validate_beta",
+    "validate_scale",
+    "validate_noise_multiplier",
+    "validate_max_grad_norm",
+    "validate_clip_norm_p",
+    "validate_sample_rate",
+    "validate_delta",
+    "validate_epsilon",
+    "validate_positive_int",
+    "validate_rectify_bound",
+    "validate_clipping",
+    "CLIPPING_MODES",
+]
+
+CLIPPING_MODES = ("flat", "per_layer", "adaptive", "ghost")
+
+
+def _real(x, name: str, what: str) -> float:
+    if isinstance(x, bool):
+        raise ValueError(f"{name} must be {what}, got {x!r}")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {what}, got {x!r}") from None
+
+
+def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
+    """σ must be finite and ≥ 0 (σ = 0 adds no noise and has ε = ∞)."""
+    s = _real(noise_multiplier, name, "a finite number ≥ 0")
+    if not math.isfinite(s) or s < 0:
+        raise ValueError(f"{name} must be a finite number ≥ 0, got {noise_multiplier!r}")
+    return s
+
+
+def validate_max_grad_norm(
+    max_grad_norm: Union[float, Sequence[float]], name: str = "max_grad_norm"
+) -> Union[float, List[float]]:
+    """C must be finite and > 0; a list (per-layer clipping) must be non-empty with every C_l > 0."""
+    if isinstance(max_grad_norm, (list, tuple)):
+        if len(max_grad_norm) == 0:
+            raise ValueError(f"{name} must be a number > 0 or a non-empty list of numbers > 0, got []")
+        return [validate_max_grad_norm(c, f"{name}[{i}]") for i, c in enumerate(max_grad_norm)]
+    c = _real(max_grad_norm, name, "a finite number > 0")
+    if not math.isfinite(c) or c <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {max_grad_norm!r}")
+    return c
+
+
+def validate_clip_norm_p(clip_norm_p: Optional[float], beta: float, name: str = "clip_norm_p") -> float:
+    """p of the ℓp clipping norm: 1 ≤ p ≤ ∞; ``None`` means p = β."""
+    if clip_norm_p is None:
+        return validate_beta(beta)
+    p = _real(clip_norm_p, name, "a number in [1, inf] (None = beta)")
+    if math.isnan(p) or p < 1:
+        raise ValueError(f"{name} must be a number in [1, inf] (None = beta), got {clip_norm_p!r}")
+    return p
+
+
+def validate_sample_rate(sample_rate: float, name: str = "sample_rate") -> float:
+    """Poisson sampling rate q ∈ (0, 1]."""
+    q = _real(sample_rate, name, "a number in (0, 1]")
+    if not (0.0 < q <= 1.0):
+        raise ValueError(f"{name} must be a number in (0, 1], got {sample_rate!r}")
+    return q
+
+
+def validate_delta(delta: float, name: str = "delta") -> float:
+    """δ ∈ (0, 1)."""
+    d = _real(delta, name, "a number in (0, 1)")
+    if not (0.0 < d < 1.0):
+        raise ValueError(f"{name} must be a number in (0, 1), got {delta!r}")
+    return d
+
+
+def validate_epsilon(epsilon: float, name: str = "target_epsilon") -> float:
+    """ε ∈ (0, ∞)."""
+    e = _real(epsilon, name, "a finite number > 0")
+    if not math.isfinite(e) or e <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return e
+
+
+def validate_positive_int(n: int, name: str) -> int:
+    """An integer ≥ 1."""
+    if isinstance(n, bool) or not isinstance(n, (int,)) and not (isinstance(n, float) and n.is_integer()):
+        raise ValueError(f"{name} must be an integer ≥ 1, got {n!r}")
+    if int(n) < 1:
+        raise ValueError(f"{name} must be an integer ≥ 1, got {n!r}")
+    return int(n)
+
+
+def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_bound") -> Optional[float]:
+    """``None`` (no clamping) or a bound a ∈ (0, ∞) for clamping noisy coordinates to [−a, a]."""
+    if rectify_bound is None:
+        return None
+    a = _real(rectify_bound, name, "None or a finite number > 0")
+    if not math.isfinite(a) or a <= 0:
+        raise ValueError(f"{name} must be None or a finite number > 0, got {rectify_bound!r}")
+    return a
+
+
+def validate_clipping(clipping: str, beta: float, clip_norm_p: float, name: str = "clipping") -> str:
+    """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; adaptive and ghost are ℓ2/Gaussian-only (β = p = 2)."""
+    if clipping not in CLIPPING_MODES:
+        raise ValueError(f"{name} must be one of {CLIPPING_MODES}, got {clipping!r}")
+    if clipping in ("adaptive", "ghost") and (beta != 2.0 or clip_norm_p != 2.0):
+        raise ValueError(
+            f"{name}={clipping!r} is ℓ2/Gaussian-specific and is only supported with beta=2 and "
+            f"clip_norm_p=2 (got beta={beta}, clip_norm_p={clip_norm_p}); use clipping='flat' or 'per_layer'"
+        )
+    return clipping

@@ -1,0 +1,68 @@
+"""σ solver: never overshoots the target, is tight to the tolerance, and fails clearly; input validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from opacus_gg.accountants import compute_delta, compute_epsilon, compute_epsilon_history, get_noise_multiplier
+
+
+@pytest.mark.parametrize("target,beta,q,steps", [(1.0, 2.0, 0.02, 200), (3.0, 1.5, 0.01, 300), (0.5, 1.0, 0.05, 50)])
+def test_solver_never_overshoots(target, beta, q, steps):
+    sigma = get_noise_multiplier(target_epsilon=target, target_delta=1e-5, sample_rate=q, steps=steps, beta=beta)
+    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=1e-5, beta=beta).epsilon
+    assert eps <= target
+    assert target - eps <= 0.01 + 1e-9
+    # a slightly smaller σ would exceed the target (the bracket really was bisected)
+    eps_less = compute_epsilon(noise_multiplier=sigma * 0.97, sample_rate=q, steps=steps, delta=1e-5,
+                               beta=beta).epsilon
+    assert eps_less > target - 0.02
+
+
+def test_solver_epochs_and_unreachable():
+    s1 = get_noise_multiplier(target_epsilon=2.0, target_delta=1e-5, sample_rate=0.05, epochs=2)
+    s2 = get_noise_multiplier(target_epsilon=2.0, target_delta=1e-5, sample_rate=0.05, steps=40)
+    assert s1 == s2
+    with pytest.raises(ValueError, match="unreachable"):
+        get_noise_multiplier(target_epsilon=0.05, target_delta=1e-5, sample_rate=1.0, steps=100,
+                             beta=2.0, sigma_max=20.0)
+    with pytest.raises(ValueError, match="steps or epochs"):
+        get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.1)
+
+
+def test_delta_and_epsilon_agree():
+    kw = dict(noise_multiplier=1.0, sample_rate=0.02, steps=300, beta=1.5)
+    rep = compute_epsilon(delta=1e-5, **kw)
+    d_at = compute_delta(epsilon=rep.epsilon_estimate, **kw)
+    assert d_at == pytest.approx(1e-5, rel=0.02)
+    assert compute_delta(epsilon=rep.epsilon, **kw) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        (dict(noise_multiplier=-1.0), "noise_multiplier"),
+        (dict(noise_multiplier=0.0), "noise_multiplier"),
+        (dict(sample_rate=0.0), "sample_rate"),
+        (dict(sample_rate=1.5), "sample_rate"),
+        (dict(delta=1.0), "delta"),
+        (dict(beta=0.5), "beta"),
+        (dict(dim=0), "dim"),
+        (dict(dim=2.5), "dim"),
+        (dict(clip_norm_p=0.5), "clip_norm_p"),
+        (dict(steps=0), "steps"),
+        (dict(mode="magic"), "mode"),
+        (dict(eps_error=-1.0), "eps_error"),
+    ],
+)
+def test_bad_input_names_parameter(kwargs, name):
+    base = dict(noise_multiplier=1.0, sample_rate=0.1, steps=10, delta=1e-5)
+    base.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        compute_epsilon(**base)
+
+
+def test_empty_history_and_bad_entries():
+    assert compute_epsilon_history([], 1e-5).epsilon == 0.0
+    with pytest.raises(ValueError, match="history entries"):
+        compute_epsilon_history([(1.0, 0.1)], 1e-5)

@@ -1,0 +1,153 @@
+"""``opacus-gg epsilon | noise-multiplier | curve``: output, JSON keys, bad arguments (exit 2)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from opacus_gg.cli import main
+from opacus_gg.cli.accounting import fmt_down, fmt_up
+
+EPS = ["epsilon", "--beta", "2", "--noise-multiplier", "1.0", "--sample-rate", "0.01", "--steps", "100",
+       "--delta", "1e-5"]
+
+
+def _need_accountant():
+    try:
+        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
+    except ImportError:
+        pytest.skip("opacus_gg.accountants has not landed yet")
+
+
+def test_rounding_never_lowers_an_upper_bound():
+    for x in (1.23441, 0.30000000000000004, 2.0, 7.99999, 1e-7):
+        assert float(fmt_up(x)) >= x
+        assert float(fmt_down(x)) <= x
+    assert fmt_up(1.23441) == "1.2345" and fmt_down(1.23449) == "1.2344"
+    assert fmt_up(math.inf) == "inf"
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["epsilon", "--beta", "0.5", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5"], "--beta"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "0", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5"], "--noise-multiplier"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "1.5", "--steps", "5",
+      "--delta", "1e-5"], "--sample-rate"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "0",
+      "--delta", "1e-5"], "--steps"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1"], "--delta"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5", "--clip-norm-p", "0.5"], "--clip-norm-p"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5", "--dim", "0"], "--dim"),
+    (["noise-multiplier", "--beta", "2", "--target-epsilon", "-1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5"], "--target-epsilon"),
+    (["curve", "--betas", "1,x,2"], "--betas"),
+    (["curve", "--betas", "0.5,2"], "--betas"),
+    (["curve", "--sigmas", "1:2"], "sigmas"),
+    (["curve", "--delta", "0"], "--delta"),
+    (EPS + ["--mode", "paper", "--n-samples", "10"], "--n-samples"),
+])
+def test_bad_arguments_one_line_exit_2(argv, option, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and option in err
+
+
+@pytest.mark.parametrize("argv", [
+    EPS + ["--mode", "exact"],
+    ["epsilon", "--beta", "2"],  # missing required options
+    ["noise-multiplier", "--beta", "2", "--target-epsilon", "x", "--sample-rate", "0.1", "--steps", "5",
+     "--delta", "1e-5"],
+])
+def test_argparse_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------- with the accountant landed
+def test_epsilon_json_certified_beta2_matches_opacus(capsys):
+    _need_accountant()
+    from opacus.accountants import PRVAccountant
+
+    assert main(EPS + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("epsilon", "epsilon_lower", "epsilon_upper", "mode", "certified", "delta", "direction", "shape_k"):
+        assert key in out
+    assert out["mode"] == "certified" and out["certified"] is True
+    assert out["epsilon"] == out["epsilon_upper"] >= out["epsilon_lower"]
+    acc = PRVAccountant()
+    acc.history = [(1.0, 0.01, 100)]
+    assert abs(out["epsilon"] - acc.get_epsilon(1e-5)) < 0.05
+
+
+def test_epsilon_json_clip_norm_default_and_inf(capsys):
+    _need_accountant()
+    assert main(EPS + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clip_norm_p"] == 2.0  # default p = beta
+    assert main(EPS + ["--clip-norm-p", "inf", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clip_norm_p"] == "inf"
+
+
+def test_epsilon_human_readable_rounds_up(capsys):
+    _need_accountant()
+    assert main(EPS) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("epsilon = ") and "certified upper bound" in line
+    printed = float(line.split()[2])
+    assert main(EPS + ["--json"]) == 0
+    assert printed >= json.loads(capsys.readouterr().out)["epsilon"]
+
+
+def test_epsilon_paper_mode_labelled(capsys):
+    _need_accountant()
+    argv = ["epsilon", "--beta", "1.5", "--noise-multiplier", "1.0", "--sample-rate", "0.05", "--steps", "20",
+            "--delta", "1e-5", "--mode", "paper", "--n-samples", "100000"]
+    assert main(argv) == 0
+    assert "NOT a privacy guarantee" in capsys.readouterr().out
+    assert main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "paper" and out["certified"] is False and "NOT" in out["label"]
+
+
+def test_noise_multiplier_round_trip(capsys):
+    _need_accountant()
+    from opacus_gg.accountants import compute_epsilon
+
+    argv = ["noise-multiplier", "--beta", "2", "--target-epsilon", "3", "--sample-rate", "1", "--steps", "1",
+            "--delta", "1e-5", "--json"]
+    assert main(argv) == 0
+    sigma = json.loads(capsys.readouterr().out)["noise_multiplier"]
+    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0, steps=1, delta=1e-5, beta=2.0).epsilon
+    assert eps <= 3.0 and eps > 2.8
+
+
+def test_curve_writes_png_and_csv_next_to_each_other(tmp_path, capsys):
+    _need_accountant()
+    png = tmp_path / "fig2.png"
+    assert main(["curve", "--betas", "1,2", "--sigmas", "1,2", "--plot", str(png)]) == 0
+    csv_path = tmp_path / "fig2.csv"
+    assert png.read_bytes()[:4] == b"\x89PNG" and csv_path.exists()
+    rows = list(csv.DictReader(open(csv_path)))
+    assert len(rows) == 4 and {r["beta"] for r in rows} == {"1.0", "2.0"}
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_console_script_runs():
+    # the one subprocess test: the installed console script (bad-argument exits are tested in-process)
+    _need_accountant()
+    exe = shutil.which("opacus-gg")
+    cmd = [exe] if exe else [sys.executable, "-m", "opacus_gg"]
+    r = subprocess.run(cmd + EPS[:] + ["--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["epsilon"] > 0

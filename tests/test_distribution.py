@@ -1,0 +1,144 @@
+"""The GG distribution: exact sampling (KS vs scipy.stats.gennorm), moments, density, CDF, conventions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate, stats
+
+from opacus_gg import distribution as D
+
+BETAS = [1.0, 1.5, 2.0, 3.0, 4.0]
+
+
+def _gennorm(beta: float, scale: float):
+    return stats.gennorm(beta, scale=scale * beta ** (1.0 / beta))
+
+
+@pytest.mark.parametrize("beta", BETAS + [1.2, 2.5, 8.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sample_ks_against_gennorm(beta, dtype):
+    g = torch.Generator().manual_seed(1234)
+    x = D.sample(200_000, beta, 1.7, generator=g, dtype=dtype)
+    assert x.dtype == dtype and x.shape == (200_000,)
+    res = stats.kstest(x.double().numpy(), _gennorm(beta, 1.7).cdf)
+    assert res.pvalue > 1e-3, (beta, res)
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_ks_detects_wrong_shape(beta):
+    """The KS check has power: samples of β are rejected as samples of β + 0.5."""
+    g = torch.Generator().manual_seed(7)
+    x = D.sample(200_000, beta, 1.0, generator=g, dtype=torch.float64).numpy()
+    assert stats.kstest(x, _gennorm(beta + 0.5, 1.0).cdf).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_empirical_variance_matches_formula(beta):
+    g = torch.Generator().manual_seed(99)
+    x = D.sample(1_000_000, beta, 0.8, generator=g, dtype=torch.float64)
+    v = D.variance(beta, 0.8)
+    assert v == pytest.approx(_gennorm(beta, 0.8).var(), rel=1e-10)
+    # standard error of the sample variance: sqrt((m4 - v^2)/n)
+    m4 = _gennorm(beta, 0.8).moment(4)
+    se = math.sqrt((m4 - v * v) / x.numel())
+    assert abs(float(x.var()) - v) < 5 * se
+
+
+def test_variance_special_cases():
+    assert D.variance(2.0, 3.0) == pytest.approx(9.0, rel=1e-12)
+    assert D.variance(1.0, 3.0) == pytest.approx(18.0, rel=1e-12)  # Laplace(b): 2b²
+
+
+def test_beta2_is_opacus_gaussian_bit_for_bit():
+    shape = (3, 1000)
+    g1 = torch.Generator().manual_seed(5)
+    g2 = torch.Generator().manual_seed(5)
+    x = D.sample(shape, 2.0, 0.7, generator=g1)
+    y = torch.normal(mean=0, std=0.7, size=shape, generator=g2)
+    assert torch.equal(x, y)
+
+
+def test_generator_reproducible_and_shape():
+    a = D.sample((4, 5, 6), 1.5, 1.0, generator=torch.Generator().manual_seed(3))
+    b = D.sample((4, 5, 6), 1.5, 1.0, generator=torch.Generator().manual_seed(3))
+    c = D.sample((4, 5, 6), 1.5, 1.0, generator=torch.Generator().manual_seed(4))
+    assert a.shape == (4, 5, 6) and torch.equal(a, b) and not torch.equal(a, c)
+    assert D.sample(0, 3.0, 1.0).shape == (0,)
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_log_prob_cdf_sf_match_scipy(beta):
+    x = np.linspace(-6, 6, 101)
+    ref = _gennorm(beta, 1.3)
+    np.testing.assert_allclose(D.log_prob(x, beta, 1.3), ref.logpdf(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(D.cdf(x, beta, 1.3), ref.cdf(x), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(D.sf(x, beta, 1.3), ref.sf(x), rtol=1e-9, atol=1e-15)
+    total, _ = integrate.quad(lambda t: math.exp(D.log_prob(t, beta, 1.3)), -np.inf, np.inf)
+    assert total == pytest.approx(1.0, abs=1e-8)
+
+
+def test_sf_accurate_in_far_tail():
+    # Gaussian tail at 30 sigma: ~4.9e-198, far below 1 - cdf resolution
+    assert D.sf(30.0, 2.0, 1.0) == pytest.approx(stats.norm.sf(30.0), rel=1e-8)
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0])
+def test_paper_convention_roundtrip(beta):
+    s = 0.9
+    sp = D.scale_to_paper_sigma(beta, s)
+    assert sp == pytest.approx(beta * s**beta)
+    assert D.paper_sigma_to_scale(beta, sp) == pytest.approx(s)
+    gg = D.GeneralizedGaussian.from_paper(beta, sp)
+    # paper density exp(-|x|^β / σ_p) up to normalisation
+    x = np.array([0.0, 0.5, 2.0])
+    np.testing.assert_allclose(gg.log_prob(x) - gg.log_prob(0.0), -np.abs(x) ** beta / sp, rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0.5, 0.999, -1.0, float("inf"), float("nan"), "a", None])
+def test_bad_beta(bad):
+    with pytest.raises(ValueError, match="beta"):
+        D.sample(10, bad, 1.0)
+    with pytest.raises(ValueError, match="beta"):
+        D.variance(bad, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan"), "x"])
+def test_bad_scale(bad):
+    with pytest.raises(ValueError, match="scale"):
+        D.sample(10, 2.0, bad)
+    with pytest.raises(ValueError, match="scale"):
+        D.cdf(0.0, 2.0, bad)
+
+
+@pytest.mark.parametrize("beta,t", [(1.2, 8.0), (1.5, 5.0), (2.2, 3.5), (3.0, 2.2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tail_mass_matches_sf(beta, t, dtype):
+    """The rejection sampler's tails (redrawn in float64 beyond the float32 thresholds) have the right mass."""
+    n = 2_000_000
+    x = D.sample(n, beta, 1.0, generator=torch.Generator().manual_seed(11), dtype=dtype)
+    p = 2 * float(D.sf(t, beta, 1.0))
+    k = int((x.abs() > t).sum())
+    assert abs(k - n * p) < 5 * math.sqrt(n * p * (1 - p)) + 1, (k, n * p)
+
+
+@pytest.mark.parametrize("beta", [1.5, 3.0])
+def test_gamma_reference_sampler_ks(beta):
+    x = D.sample_gamma(100_000, beta, 2.0, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    assert stats.kstest(x.numpy(), _gennorm(beta, 2.0).cdf).pvalue > 1e-3
+    y = D.sample(100_000, beta, 2.0, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    assert stats.ks_2samp(x.numpy(), y.numpy()).pvalue > 1e-3
+
+
+def test_accept_probability_small_p_exact():
+    """Acceptance for proposals deep in the tail (p ≈ 1e-6, below the float32 lattice refinement cut)."""
+    beta = 1.5
+    x0 = 7.0  # p = exp(x - x^β/β - 1/3)
+    p = math.exp(x0 - x0**beta / beta - (1 - 1 / beta))
+    n = 4_000_000
+    acc = D._accept(torch.full((n,), x0), beta, torch.Generator().manual_seed(0))
+    k = int(acc.sum())
+    assert abs(k - n * p) < 5 * math.sqrt(n * p) + 1, (k, n * p)

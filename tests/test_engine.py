@@ -1,0 +1,307 @@
+"""GGPrivacyEngine: an unchanged Opacus loop, equality with Opacus at β = 2, GG noise law, bad input."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from opacus import PrivacyEngine
+from scipy import stats
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from opacus_gg import GGPrivacyEngine
+from opacus_gg.optimizers import GGDPOptimizer, GGDPPerLayerOptimizer
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _setup(seed=0, n=64, batch=16, d_in=10):
+    torch.manual_seed(seed)
+    X = torch.randn(n, d_in)
+    y = torch.randint(0, 2, (n,))
+    model = nn.Sequential(nn.Linear(d_in, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    dl = DataLoader(TensorDataset(X, y), batch_size=batch)
+    return model, opt, dl
+
+
+def _train(model, opt, dl, epochs=2):
+    for _ in range(epochs):
+        for xb, yb in dl:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+
+
+def _opacus_vs_gg(accountant, engine_kw, **mp_kw):
+    out = []
+    for cls, kw in ((PrivacyEngine, {}), (GGPrivacyEngine, engine_kw)):
+        model, opt, dl = _setup()
+        pe = cls(accountant=accountant)
+        torch.manual_seed(1)  # Poisson sampling uses the global RNG
+        model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.1,
+                                         max_grad_norm=1.0, noise_generator=torch.Generator().manual_seed(2),
+                                         **kw, **mp_kw)
+        _train(model, opt, dl)
+        out.append(([p.detach().clone() for p in model.parameters()], pe.get_epsilon(1e-5), opt))
+    return out
+
+
+@pytest.mark.parametrize("accountant", ["prv", "rdp"])
+@pytest.mark.parametrize("clipping,mgn", [("flat", 1.0), ("per_layer", [0.5, 0.5, 0.6, 0.3])])
+def test_beta2_equals_opacus_bit_for_bit(accountant, clipping, mgn):
+    (pa, ea, _), (pb, eb, ob) = _opacus_vs_gg(accountant, {"beta": 2.0}, clipping=clipping) if mgn == 1.0 else \
+        _opacus_vs_gg_mgn(accountant, clipping, mgn)
+    assert isinstance(ob, (GGDPOptimizer, GGDPPerLayerOptimizer))
+    assert all(torch.equal(a, b) for a, b in zip(pa, pb))
+    assert ea == eb
+
+
+def _opacus_vs_gg_mgn(accountant, clipping, mgn):
+    out = []
+    for cls, kw in ((PrivacyEngine, {}), (GGPrivacyEngine, {"beta": 2.0})):
+        model, opt, dl = _setup()
+        pe = cls(accountant=accountant)
+        torch.manual_seed(1)
+        model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.1,
+                                         max_grad_norm=mgn, clipping=clipping,
+                                         noise_generator=torch.Generator().manual_seed(2), **kw)
+        _train(model, opt, dl)
+        out.append(([p.detach().clone() for p in model.parameters()], pe.get_epsilon(1e-5), opt))
+    return out
+
+
+def test_unchanged_opacus_loop_beta_15_gg_prv():
+    model, opt, dl = _setup()
+    before = [p.detach().clone() for p in model.parameters()]
+    pe = GGPrivacyEngine()
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                     max_grad_norm=1.0, beta=1.5)
+    _train(model, opt, dl)
+    assert isinstance(opt, GGDPOptimizer)
+    assert (opt.beta, opt.clip_norm_p, opt.dim) == (1.5, 1.5, 10 * 8 + 8 + 8 * 2 + 2)
+    assert pe.accountant.mechanism() == "gg_prv"
+    assert len(pe.accountant) == 8
+    assert tuple(pe.accountant.history[-1][3:]) == (1.5, opt.dim, 1.5)
+    eps = pe.get_epsilon(1e-5)
+    assert 0 < eps < math.inf
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
+
+
+def test_beta2_gg_prv_close_to_opacus_prv():
+    from opacus.accountants import PRVAccountant
+
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine()  # gg_prv
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.1,
+                                     max_grad_norm=1.0, beta=2.0)
+    _train(model, opt, dl)
+    e = pe.get_epsilon(1e-5)
+    ref = PRVAccountant()
+    ref.history = [(1.1, 0.25, 8)]
+    e_op = ref.get_epsilon(1e-5)
+    # certified (both adjacency directions, upper bound) vs Opacus's remove-direction estimate
+    assert e_op * 0.98 <= e <= e_op * 1.15, (e, e_op)
+
+
+def _zero_grad_step(beta, sigma=1.0, mgn=2.0, rectify=None, d=200):
+    """One step on a model whose loss has zero gradient: the update is exactly −lr·noise."""
+    torch.manual_seed(0)
+    model = nn.Linear(d, d)
+    w0 = [p.detach().clone() for p in model.parameters()]
+    dl = DataLoader(TensorDataset(torch.randn(8, d)), batch_size=8)
+    pe = GGPrivacyEngine()
+    model, opt, dl = pe.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                                     data_loader=dl, noise_multiplier=sigma, max_grad_norm=mgn, beta=beta,
+                                     loss_reduction="sum", rectify_bound=rectify, poisson_sampling=False,
+                                     noise_generator=torch.Generator().manual_seed(5))
+    (xb,) = next(iter(dl))
+    opt.zero_grad()
+    (model(xb) * 0).sum().backward()
+    opt.step()
+    return torch.cat([(a - b.detach()).flatten() for a, b in zip(w0, model.parameters())])
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0])
+def test_noise_law_is_gg(beta):
+    noise = _zero_grad_step(beta).double().numpy()
+    ref = stats.gennorm(beta, scale=2.0 * beta ** (1 / beta))  # s = σ·C = 2
+    assert stats.kstest(noise, ref.cdf).pvalue > 1e-3
+    # and it is not Gaussian noise of the same scale
+    assert stats.kstest(noise, stats.norm(scale=2.0).cdf).pvalue < 1e-4
+
+
+def test_rectify_bound_clamps_noisy_sum():
+    noise = _zero_grad_step(1.5, sigma=5.0, rectify=3.0)
+    assert noise.abs().max() <= 3.0 + 1e-6
+    assert (noise.abs() == 3.0).float().mean() > 0.3  # most coordinates hit the bound at s = 10
+
+
+def test_nan_gradient_raises_and_leaves_parameters():
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine()
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                     max_grad_norm=1.0, beta=3.0, poisson_sampling=False)
+    before = [p.detach().clone() for p in model.parameters()]
+    xb, yb = next(iter(dl))
+    xb = xb.clone()
+    xb[3, 0] = float("nan")
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(xb), yb).backward()
+    with pytest.raises(FloatingPointError):
+        opt.step()
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
+    assert len(pe.accountant) == 0
+
+
+def test_gradient_accumulation_matches_opacus_and_accounts_q():
+    res = []
+    for cls, kw in ((PrivacyEngine, {}), (GGPrivacyEngine, {"beta": 2.0})):
+        model, opt, dl = _setup()
+        pe = cls(accountant="prv")
+        model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                         max_grad_norm=1.0, poisson_sampling=False,
+                                         noise_generator=torch.Generator().manual_seed(3), **kw)
+        it = iter(dl)
+        for _ in range(2):
+            for _ in range(2):  # two micro-batches per step
+                xb, yb = next(it)
+                nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            opt.zero_grad()
+        res.append(([p.detach().clone() for p in model.parameters()], pe.accountant.history))
+    assert all(torch.equal(a, b) for a, b in zip(res[0][0], res[1][0]))
+    assert res[0][1] == res[1][1] == [(1.0, 0.5, 2)]
+
+
+def test_make_private_with_epsilon_beta2_equals_opacus():
+    sig = []
+    for cls, kw in ((PrivacyEngine, {}), (GGPrivacyEngine, {"beta": 2.0})):
+        model, opt, dl = _setup()
+        pe = cls(accountant="rdp")
+        _, opt, _ = pe.make_private_with_epsilon(module=model, optimizer=opt, data_loader=dl, target_epsilon=3.0,
+                                                 target_delta=1e-5, epochs=5, max_grad_norm=1.0, **kw)
+        sig.append(opt.noise_multiplier)
+    assert sig[0] == sig[1]
+
+
+def test_make_private_with_epsilon_gg_prv_is_certified():
+    from opacus_gg.accountants import compute_epsilon
+
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine()
+    _, opt, dl = pe.make_private_with_epsilon(module=model, optimizer=opt, data_loader=dl, target_epsilon=4.0,
+                                              target_delta=1e-5, epochs=2, max_grad_norm=1.0, beta=1.5,
+                                              epsilon_tolerance=0.1)
+    rep = compute_epsilon(noise_multiplier=opt.noise_multiplier, sample_rate=0.25, steps=8, delta=1e-5,
+                          beta=1.5, dim=opt.dim, clip_norm_p=1.5)
+    assert rep.certified and 4.0 - 0.2 <= rep.epsilon <= 4.0
+
+
+def test_per_layer_total_sensitivity_is_lp():
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine()
+    cs = [1.0, 2.0, 1.0, 2.0]
+    _, opt, _ = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                max_grad_norm=cs, clipping="per_layer", beta=3.0)
+    assert isinstance(opt, GGDPPerLayerOptimizer)
+    assert opt.max_grad_norm == pytest.approx((2 * 1 + 2 * 8) ** (1 / 3))
+
+
+def test_ghost_clipping_beta2_runs():
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine(accountant="prv")
+    model, opt, crit, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                           max_grad_norm=1.0, clipping="ghost", criterion=nn.CrossEntropyLoss())
+    xb, yb = next(iter(dl))
+    opt.zero_grad()
+    crit(model(xb), yb).backward()
+    opt.step()
+    assert opt.beta == 2.0 and len(pe.accountant) == 1
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"beta": 0.5}, "beta"),
+        ({"beta": float("nan")}, "beta"),
+        ({"noise_multiplier": -1.0}, "noise_multiplier"),
+        ({"max_grad_norm": 0.0}, "max_grad_norm"),
+        ({"max_grad_norm": [1.0, -1.0, 1.0, 1.0], "clipping": "per_layer"}, r"max_grad_norm\[1\]"),
+        ({"clipping": "foo"}, "clipping"),
+        ({"clipping": "per_layer"}, "max_grad_norm"),
+        ({"clipping": "per_layer", "max_grad_norm": [1.0, 1.0]}, "max_grad_norm"),
+        ({"max_grad_norm": [1.0, 1.0, 1.0, 1.0]}, "max_grad_norm"),
+        ({"clipping": "ghost", "beta": 1.5}, "clipping"),
+        ({"clipping": "adaptive", "beta": 3.0}, "clipping"),
+        ({"clip_norm_p": 0.5}, "clip_norm_p"),
+        ({"rectify_bound": -1.0}, "rectify_bound"),
+    ],
+)
+def test_bad_make_private_input(kw, match):
+    model, opt, dl = _setup()
+    args = dict(noise_multiplier=1.0, max_grad_norm=1.0)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        GGPrivacyEngine().make_private(module=model, optimizer=opt, data_loader=dl, **args)
+
+
+@pytest.mark.parametrize("acc", ["prv", "rdp", "gdp"])
+@pytest.mark.parametrize("kw", [{"beta": 1.5}, {"beta": 3.0}, {"beta": 2.0, "clip_norm_p": 3.0}])
+def test_gaussian_accountant_refuses_gg(acc, kw):
+    model, opt, dl = _setup()
+    with pytest.raises(ValueError, match="Gaussian"):
+        GGPrivacyEngine(accountant=acc).make_private(module=model, optimizer=opt, data_loader=dl,
+                                                     noise_multiplier=1.0, max_grad_norm=1.0, **kw)
+    with pytest.raises(ValueError, match="Gaussian"):
+        GGPrivacyEngine(accountant=acc).make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=dl, target_epsilon=1.0, target_delta=1e-5, epochs=1,
+            max_grad_norm=1.0, **kw)
+
+
+def test_bad_epsilon_inputs():
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine()
+    for kw, match in (({"target_epsilon": 0.0}, "target_epsilon"), ({"target_delta": 1.0}, "target_delta"),
+                      ({"epochs": 0}, "epochs")):
+        args = dict(target_epsilon=1.0, target_delta=1e-5, epochs=1, max_grad_norm=1.0)
+        args.update(kw)
+        with pytest.raises(ValueError, match=match):
+            pe.make_private_with_epsilon(module=model, optimizer=opt, data_loader=dl, **args)
+    for d in (0.0, 1.0, -1e-5, float("nan")):
+        with pytest.raises(ValueError, match="delta"):
+            pe.get_epsilon(d)
+
+
+def test_secure_mode_refused_for_non_gaussian():
+    prm = nn.Parameter(torch.zeros(3))
+    with pytest.raises(ValueError, match="secure_mode"):
+        GGDPOptimizer(torch.optim.SGD([prm], lr=0.1), noise_multiplier=1.0, max_grad_norm=1.0,
+                      expected_batch_size=4, beta=1.5, secure_mode=True)
+    # at β = 2 Opacus's own secure path is used
+    GGDPOptimizer(torch.optim.SGD([prm], lr=0.1), noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=4,
+                  beta=2.0, secure_mode=True)
+
+
+def test_no_poisson_sampling_warns():
+    model, opt, dl = _setup()
+    with pytest.warns(UserWarning, match="NOT a guarantee"):
+        GGPrivacyEngine().make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                       max_grad_norm=1.0, beta=1.5, poisson_sampling=False)
+
+
+def test_adaptive_clipping_beta2_runs():
+    from opacus_gg.optimizers import GGAdaClipDPOptimizer
+
+    model, opt, dl = _setup()
+    pe = GGPrivacyEngine(accountant="prv")
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                     max_grad_norm=1.0, clipping="adaptive", target_unclipped_quantile=0.5,
+                                     clipbound_learning_rate=0.2, max_clipbound=10.0, min_clipbound=0.1,
+                                     unclipped_num_std=5.0)
+    assert isinstance(opt, GGAdaClipDPOptimizer)
+    _train(model, opt, dl, epochs=1)
+    assert len(pe.accountant) > 0

@@ -1,0 +1,78 @@
+"""The main job (quickstart, calibrated to a certified target ε), resuming, the scattering-feature cache in the
+pipeline, and clear errors for missing data."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from opacus_gg.cli import main
+from opacus_gg.experiments.config import apply_overrides
+from opacus_gg.experiments.train import ceil_eps, prepare_data, run
+from test_experiments_train import CONFIGS, tiny_config
+
+
+def test_quickstart_main_job_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = main(["train", "--config", str(CONFIGS / "quickstart.yaml"), "--epochs", "2", "--output-dir",
+               str(tmp_path), "--quiet", "--set", "data.n_train=1000", "--set", "data.n_test=500",
+               "--set", "privacy.epsilon_tolerance=0.1"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["beta"] == 1.5 and res["engine"] == "GGPrivacyEngine" and res["calibration"] == "certified"
+    assert 3.0 - 0.1 - 0.02 <= res["epsilon"] <= 3.0  # solved for the certified target, never above it
+    assert f"ε = {ceil_eps(res['epsilon']):.2f} (certified" in out
+    assert "NOT a guarantee" in out  # the paper-mode ε is labelled for β ≠ 2
+    rows = res["rows"]
+    assert rows[-1]["test_loss"] < rows[0]["test_loss"] and res["final_test_accuracy"] > 0.4  # 4 classes
+    assert rows[1]["epsilon_paper"] is None and rows[2]["epsilon_paper"] > 0  # paper_epsilon: final
+
+
+def test_resume_continues_accounting(data_root: Path, tmp_path: Path) -> None:
+    cfg = tiny_config("adult_fcn", data_root, tmp_path)
+    first = run(cfg, log=lambda s: None)
+    msgs: list = []
+    second = run(apply_overrides(cfg, {"train.epochs": 2, "resume": "auto"}), log=msgs.append)
+    assert any("resumed" in m for m in msgs)
+    rows = second["rows"]
+    assert [r["epoch"] for r in rows] == [0, 1, 2]
+    assert rows[1] == first["rows"][1]  # history kept
+    assert second["noise_multiplier"] == first["noise_multiplier"]
+    assert rows[2]["epsilon"] > rows[1]["epsilon"]  # the accountant continued from the checkpoint
+    assert rows[2]["steps"] == 2 * first["steps_per_epoch"]
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    hist = ckpt["privacy_accountant_state_dict"]["history"]
+    assert sum(h[2] for h in hist) == 2 * first["steps_per_epoch"]
+    with pytest.raises(ValueError, match="privacy.max_grad_norm"):
+        run(apply_overrides(cfg, {"train.epochs": 3, "resume": "auto", "privacy.max_grad_norm": 0.05}))
+    with pytest.raises(ValueError, match="no checkpoint"):
+        run(apply_overrides(cfg, {"resume": str(tmp_path / "missing.pt")}))
+
+
+def test_scatter_features_cached_by_the_pipeline(data_root: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cfg = tiny_config("cifar10_scatternet", data_root, tmp_path, **{"data.cache_dir": str(cache)})
+    a = prepare_data(cfg)
+    assert a.input_shape == (243, 8, 8) and a.train.tensors[0].shape[0] == 200
+    files = sorted(cache.glob("*.pt"))
+    assert [f.name.split("_")[1] for f in files] == ["test", "train"]
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    b = prepare_data(cfg)
+    assert [f.stat().st_mtime_ns for f in sorted(cache.glob("*.pt"))] == mtimes  # reused, not rewritten
+    assert torch.equal(a.train.tensors[0], b.train.tensors[0])
+
+
+def test_missing_dataset_cli_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = main(["train", "--config", str(CONFIGS / "adult_fcn.yaml"), "--data-root", str(tmp_path / "no"),
+               "--output-dir", str(tmp_path / "o"), "--quiet"])
+    assert rc == 2
+    assert str(tmp_path / "no" / "adult" / "adult.data") in capsys.readouterr().err
+
+
+def test_ceil_eps_never_rounds_down() -> None:
+    assert ceil_eps(1.2301) == 1.24 and ceil_eps(1.23) == 1.23 and ceil_eps(0.0) == 0.0
+    assert math.isinf(ceil_eps(math.inf))

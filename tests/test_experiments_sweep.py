@@ -1,0 +1,87 @@
+"""The sweep runs β × target ε × seeds (σ solved per β for equal (ε, δ)); the report script turns two tiny
+runs into a Figure-4-style PNG and a Table-1-style markdown table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from opacus_gg.experiments.config import apply_overrides, load_config
+from opacus_gg.experiments.report import aggregate, markdown_table, write_report
+from opacus_gg.experiments.sweep import run_sweep, sweep_points
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _tiny_sweep_cfg(out: Path) -> dict:
+    return apply_overrides(load_config(CONFIGS / "quickstart.yaml"), {
+        "data.n_train": 400, "data.n_test": 200, "train.batch_size": 40, "train.epochs": 1, "quiet": True,
+        "output_dir": str(out), "sweep.betas": [1.5, 2.0], "sweep.target_epsilons": [4.0], "sweep.seeds": [0],
+        "privacy.epsilon_tolerance": 0.2, "privacy.paper_epsilon": False,
+        "sweep.grid": {}})
+
+
+def test_sweep_points_cover_the_grid() -> None:
+    cfg = apply_overrides(load_config(CONFIGS / "adult_fcn.yaml"),
+                          {"sweep.betas": [1, 2], "sweep.target_epsilons": [1, 3], "sweep.seeds": [0, 1]})
+    pts = sweep_points(cfg)
+    assert len(pts) == 2 * 2 * 2 * (2 * 2 * 4)  # β × ε × seeds × (batch × lr × C)
+    assert len({name for name, _ in pts}) == len(pts)
+    assert all(ov["privacy.noise_multiplier"] is None for _, ov in pts)  # σ is always solved per β
+
+
+def test_sweep_and_report_on_two_tiny_runs(tmp_path: Path) -> None:
+    rows = run_sweep(_tiny_sweep_cfg(tmp_path), tmp_path, log=lambda s: None)
+    assert [r["error"] for r in rows] == [None, None]
+    by_beta = {r["beta"]: r for r in rows}
+    assert set(by_beta) == {1.5, 2.0}
+    for r in rows:  # equal certified (ε, δ) for each β, by a β-specific σ
+        assert 4.0 - 0.2 - 0.02 <= r["epsilon"] <= 4.0
+    assert by_beta[1.5]["noise_multiplier"] != by_beta[2.0]["noise_multiplier"]
+    assert (tmp_path / "sweep_summary.csv").is_file()
+
+    paths = write_report(tmp_path)
+    png = paths["plot"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    table = paths["table"].read_text()
+    assert "| target ε | β | σ | certified ε | paper-mode ε |" in table
+    assert "NOT a guarantee" in table
+    for beta, r in by_beta.items():
+        acc = json.loads((tmp_path / r["run"] / "results.json").read_text())["best_test_accuracy"]
+        assert f"| 4 | {beta:g} | {r['noise_multiplier']:.3f} |" in table
+        assert f"{100 * acc:.2f} ± 0.00 | 1 |" in table
+
+    from opacus_gg.cli import main
+
+    assert main(["report", str(tmp_path), "--output-dir", str(tmp_path / "rep")]) == 0  # the CLI subcommand
+    assert (tmp_path / "rep" / "table.md").read_text() == table
+
+    rerun = run_sweep(_tiny_sweep_cfg(tmp_path), tmp_path, log=lambda s: None)  # finished runs are reused
+    assert [r["epsilon"] for r in rerun] == [r["epsilon"] for r in rows]
+
+
+def _fake_result(beta: float, eps: float, seed: int, lr: float, acc: float) -> dict:
+    return {"beta": beta, "target_epsilon": eps, "seed": seed, "best_test_accuracy": acc, "noise_multiplier": 1.0,
+            "epsilon": eps - 0.001, "epsilon_paper": eps - 0.1, "dim": 10, "target_delta": 1e-6,
+            "config": {"train": {"batch_size": 128, "lr": lr}, "privacy": {"max_grad_norm": 0.1}}}
+
+
+def test_aggregate_mean_std_and_best_hyperparameters() -> None:
+    runs = [_fake_result(2.0, 1.0, s, 0.5, a) for s, a in enumerate([0.60, 0.62, 0.64])]
+    runs += [_fake_result(2.0, 1.0, s, 1.0, a) for s, a in enumerate([0.70, 0.70, 0.76])]
+    runs += [_fake_result(1.0, 1.0, 0, 1.0, 0.5)]
+    agg = aggregate(runs)
+    assert [(r["beta"], r["n"]) for r in agg] == [(1.0, 1), (2.0, 3)]
+    best = agg[1]
+    assert best["accuracy_mean"] == pytest.approx(0.72) and best["accuracy_std"] == pytest.approx(0.034641, abs=1e-5)
+    assert "lr=1" in best["hyper"]
+    assert "| 1 | 2 | 1.000 | 1.00 | 0.90 | 72.00 ± 3.46 | 3 |" in markdown_table(agg)  # ε rounded up
+
+
+def test_report_errors_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not found"):
+        write_report(tmp_path / "nope")
+    with pytest.raises(ValueError, match="no finished runs"):
+        write_report(tmp_path)
