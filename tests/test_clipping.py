@@ -23,10 +23,22 @@ def _ref_norm(grads, p):
 
 
 @pytest.mark.parametrize("p", PS)
-def test_per_sample_norms_match_numpy(p):
+def test_per_sample_norms_are_tight_upper_bounds(p):
     g = torch.Generator().manual_seed(0)
     grads = [torch.randn(5, 3, 4, generator=g), torch.randn(5, 7, generator=g) * 10]
-    np.testing.assert_allclose(per_sample_norms(grads, p).double().numpy(), _ref_norm(grads, p), rtol=1e-5)
+    ours = per_sample_norms(grads, p).double().numpy()
+    ref = _ref_norm(grads, p)
+    assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4)).all()
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0])
+def test_norm_upper_bound_on_a_million_entries(p):
+    """torch's float32 vector_norm is ~3e-4 (p≠2) / 1e-5 (p=2) off on 10^6 entries; ours never under-estimates."""
+    g = torch.Generator().manual_seed(1)
+    grads = [torch.rand(4, 1_000_003, generator=g) * 2 - 1, torch.randn(4, 5000, generator=g)]
+    ours = per_sample_norms(grads, p).numpy()
+    ref = _ref_norm(grads, p)
+    assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4)).all(), (ours / ref - 1)
 
 
 @pytest.mark.parametrize("p", [3.0, 8.0, 16.0])
@@ -37,16 +49,10 @@ def test_norm_stable_for_tiny_and_huge_entries(p):
     for x, scale in ((tiny, 1e-20), (huge, 1e20)):
         n = per_sample_norms([x], p)
         assert torch.isfinite(n).all() and (n > 0).all()
-        np.testing.assert_allclose(n.numpy(), scale * 1000 ** (1 / p), rtol=1e-5)
+        np.testing.assert_allclose(n.numpy(), scale * 1000 ** (1 / p), rtol=1e-4)
+        assert (n.numpy() >= scale * 1000 ** (1 / p) * (1 - 1e-6)).all()
     f = clip_factors(per_sample_norms([huge], p), 1.0)
     assert (f > 0).all()
-
-
-def test_p2_norm_equals_opacus_formula():
-    g = torch.Generator().manual_seed(1)
-    grads = [torch.randn(8, 3, 3, generator=g), torch.randn(8, 5, generator=g)]
-    ref = torch.stack([x.reshape(8, -1).norm(2, dim=-1) for x in grads], dim=1).norm(2, dim=1)
-    assert torch.equal(per_sample_norms(grads, 2.0), ref)
 
 
 def test_nonfinite_raises():
@@ -79,7 +85,8 @@ class _Holder:
 
 def _clipped_per_sample(opt_cls, holder, p, mgn):
     sgd = torch.optim.SGD(holder.params, lr=0.1)
-    opt = opt_cls(sgd, noise_multiplier=0.0, max_grad_norm=mgn, expected_batch_size=4, beta=2.0, clip_norm_p=p)
+    # beta=1.5 so that every p (also p=2) goes through the rounded-up ℓp norm
+    opt = opt_cls(sgd, noise_multiplier=0.0, max_grad_norm=mgn, expected_batch_size=4, beta=1.5, clip_norm_p=p)
     # clip each sample alone so the per-sample clipped gradient is observable
     B = len(holder.params[0].grad_sample)
     full = [prm.grad_sample.clone() for prm in holder.params]
@@ -93,7 +100,7 @@ def _clipped_per_sample(opt_cls, holder, p, mgn):
     return opt, out
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, database=None)
 @given(
     p=st.sampled_from(PS),
     c=st.floats(0.01, 10.0),
@@ -105,14 +112,14 @@ def test_flat_clipping_bound_property(p, c, seed, spread):
     orig = [prm.grad_sample.clone() for prm in h.params]
     _, out = _clipped_per_sample(GGDPOptimizer, h, p, c)
     for i, parts in enumerate(out):
-        n = float(per_sample_norms([x.unsqueeze(0) for x in parts], p)[0].double())
-        assert n <= c * (1 + 1e-5), (n, c, p)
-        before = float(per_sample_norms([o[i : i + 1] for o in orig], p)[0])
-        if before <= c:  # unclipped samples are (almost) untouched
+        n = float(_ref_norm([x.unsqueeze(0) for x in parts], p)[0])  # exact (float64)
+        assert n <= c * (1 + 1e-6), (n, c, p)
+        before = float(_ref_norm([o[i : i + 1] for o in orig], p)[0])
+        if before <= c * (1 - 1e-4):  # unclipped samples are (almost) untouched
             assert n == pytest.approx(before, rel=1e-5)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, database=None)
 @given(
     p=st.sampled_from(PS),
     cs=st.lists(st.floats(0.01, 5.0), min_size=3, max_size=3),
@@ -125,9 +132,9 @@ def test_per_layer_clipping_bound_property(p, cs, seed, spread):
     assert opt.max_grad_norm == pytest.approx(total_sensitivity(cs, p))
     for parts in out:
         for x, c in zip(parts, cs):
-            assert float(per_sample_norms([x.unsqueeze(0)], p)[0]) <= c * (1 + 1e-5)
-        total = float(per_sample_norms([x.unsqueeze(0) for x in parts], p)[0])
-        assert total <= opt.max_grad_norm * (1 + 1e-5)
+            assert float(_ref_norm([x.unsqueeze(0)], p)[0]) <= c * (1 + 1e-6)
+        total = float(_ref_norm([x.unsqueeze(0) for x in parts], p)[0])
+        assert total <= opt.max_grad_norm * (1 + 1e-6)
 
 
 @pytest.mark.parametrize("gg_cls,op_cls,mgn", [(GGDPOptimizer, DPOptimizer, 1.0), (GGDPPerLayerOptimizer, DPPerLayerOptimizer, [0.5, 1.0])])
@@ -167,4 +174,5 @@ def test_direct_and_rescaled_paths_agree(p):
     a = per_sample_norms([x], p)
     b = per_sample_norms([y], p)
     np.testing.assert_allclose(a[1:].numpy(), b[1:].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(a.double().numpy(), _ref_norm([x], p), rtol=1e-6)
+    ref = _ref_norm([x], p)
+    assert (a.numpy() >= ref).all() and (a.numpy() <= ref * (1 + 1e-4)).all()

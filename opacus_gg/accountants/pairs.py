@@ -296,19 +296,6 @@ def _tilted_convolve(ta, wa, tb, wb, t_out):
     return om, nu
 
 
-def _project(pair: DiscretePair) -> DiscretePair:
-    r"""Restore validity after floating-point convolution: ω'_j = min(ω_j, ν_j e^{t_j}), ν'_j = ω'_j e^{−t_j};
-    the removed P mass goes to +∞ and the removed Q mass to −∞ (pessimistic). FFT round-off (~1e-17 absolute)
-    would otherwise be amplified by e^{±t} in the tails."""
-    t = pair.ts
-    om = np.minimum(pair.omega, pair.nu * np.exp(np.minimum(t, 700.0)))
-    nu = om * np.exp(np.minimum(-t, 700.0))
-    nu = np.minimum(nu, pair.nu)
-    p_inf = pair.p_inf + max(float(pair.omega.sum() - om.sum()), 0.0)
-    q_ninf = pair.q_ninf + max(float(pair.nu.sum() - nu.sum()), 0.0)
-    return DiscretePair(pair.t0, pair.h, om, nu, min(p_inf, 1.0), min(q_ninf, 1.0))
-
-
 def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n) -> DiscretePair:
     r"""Move atoms (ω, ν) at loss t onto the grid t0 + j h (j < n) so that the result dominates.
 

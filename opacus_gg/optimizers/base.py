@@ -77,6 +77,7 @@ class GGClipMixin(GGParamsMixin):
         Raises ``FloatingPointError`` on a NaN/inf per-sample gradient before anything is stored.
         """
         p_norm = self.clip_norm_p
+        opacus_l2 = self.beta == 2.0 and p_norm == 2.0  # Opacus's own formula: bit-identical at β = p = 2
         grads = [self._get_flat_grad_sample(p) for p in self.params]
         for p in self.params:
             _check_processed_flag(p.grad_sample)
@@ -85,14 +86,18 @@ class GGClipMixin(GGParamsMixin):
         elif hasattr(self, "max_grad_norms"):
             factors = []
             for g, c in zip(grads, self.max_grad_norms):
-                if p_norm == 2.0:  # Opacus's own per-layer formula (bit-identical at β = p = 2)
+                if opacus_l2:
                     n = g.norm(2, dim=tuple(range(1, g.ndim)))
                 else:
                     n = per_sample_norms([g], p_norm)
                 check_finite(n)
                 factors.append(clip_factors(n, c))
         else:
-            n = per_sample_norms(grads, p_norm)
+            if opacus_l2:
+                dev = grads[0].device
+                n = torch.stack([g.reshape(len(g), -1).norm(2, dim=-1).to(dev) for g in grads], dim=1).norm(2, dim=1)
+            else:
+                n = per_sample_norms(grads, p_norm)
             check_finite(n)
             factors = [clip_factors(n, self.max_grad_norm)] * len(grads)
         for p, g, f in zip(self.params, grads, factors):
