@@ -53,18 +53,60 @@ def _max_abs(g: torch.Tensor) -> torch.Tensor:
 _BLOCK = 1024
 
 
+#: elements per chunk of the fused |x|^p pass: small enough to stay in cache, big enough for few Python steps
+_CHUNK_ELEMS = 1 << 20
+
+
+def _abs_pow_(a: torch.Tensor, p: float, tmp: torch.Tensor) -> None:
+    """In place a ← a^p for a ≥ 0, with cheap exact-ish forms for the common p (≤ 3 roundings each)."""
+    if p == 1.0:
+        return
+    if p == 2.0:
+        a.mul_(a)
+    elif p == 1.5:
+        torch.sqrt(a, out=tmp)
+        a.mul_(tmp)
+    elif p == 3.0:
+        torch.mul(a, a, out=tmp)
+        a.mul_(tmp)
+    elif p == 4.0:
+        a.mul_(a)
+        a.mul_(a)
+    elif p == 2.5:
+        torch.sqrt(a, out=tmp)
+        tmp.mul_(a)
+        a.mul_(tmp)
+    else:
+        a.pow_(p)
+
+
 def _sum_pow(f: torch.Tensor, p: float, out_device) -> torch.Tensor:
     r"""Σ_j |f_ij|^p per row in float64, from float32/float64 partial sums over blocks of ``_BLOCK``
-    entries (relative error of each block ≤ γ_{k-1} + O(p)·u, whatever order torch sums in)."""
+    entries (relative error of each block ≤ γ_{k-1} + O(p)·u, whatever order torch sums in).
+
+    |x|^p is formed chunk by chunk in two reusable buffers (cache-sized), which is several times faster
+    on CPU than ``vector_norm(ord=p)`` or whole-tensor ``pow`` on large per-sample gradients.
+    """
     B, n = f.shape
     m = n // _BLOCK
     total = torch.zeros(B, dtype=torch.float64, device=f.device)
     if m:
         if f.stride(1) == 1:
-            blocks = torch.as_strided(f, (B, m, _BLOCK), (f.stride(0), _BLOCK, 1))
+            blocks = torch.as_strided(f, (B, m, _BLOCK), (f.stride(0), _BLOCK, 1), f.storage_offset())
         else:
             blocks = f[:, : m * _BLOCK].reshape(B, m, _BLOCK)
-        total += torch.linalg.vector_norm(blocks, ord=p, dim=-1).double().pow(p).sum(-1)
+        partial = torch.empty((B, m), dtype=f.dtype, device=f.device)
+        rows = max(1, _CHUNK_ELEMS // (m * _BLOCK))
+        cap = min(rows, B)
+        buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
+        tmp = torch.empty_like(buf)
+        for i in range(0, B, rows):
+            c = blocks[i : i + rows]
+            k = c.shape[0]
+            a = torch.abs(c, out=buf[:k])
+            _abs_pow_(a, p, tmp[:k])
+            torch.sum(a, dim=-1, out=partial[i : i + k])
+        total += partial.double().sum(-1)
     if n > m * _BLOCK:
         total += torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double().pow(p)
     return total.to(out_device)

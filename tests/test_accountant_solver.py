@@ -66,3 +66,28 @@ def test_empty_history_and_bad_entries():
     assert compute_epsilon_history([], 1e-5).epsilon == 0.0
     with pytest.raises(ValueError, match="history entries"):
         compute_epsilon_history([(1.0, 0.1)], 1e-5)
+
+
+def test_accountant_warns_when_epsilon_is_not_certified():
+    """β > 2 with ℓβ clipping in d > 1 dimensions is not certified: get_epsilon must say so loudly."""
+    import warnings as _w
+
+    from opacus_gg.accountants import GGPRVAccountant
+
+    acc = GGPRVAccountant()
+    for _ in range(3):
+        acc.step(noise_multiplier=2.0, sample_rate=0.1, beta=3.0, dim=4, clip_norm_p=3.0)
+    with _w.catch_warnings(record=True) as rec:
+        _w.simplefilter("always")
+        eps = acc.get_epsilon(1e-5)
+    assert eps > 0
+    assert any("NOT a certified guarantee" in str(r.message) for r in rec)
+    assert acc.get_epsilon_report(1e-5).certified is False
+
+    ok = GGPRVAccountant()
+    for _ in range(3):
+        ok.step(noise_multiplier=2.0, sample_rate=0.1, beta=1.5, dim=1)
+    with _w.catch_warnings(record=True) as rec:
+        _w.simplefilter("always")
+        ok.get_epsilon(1e-5)
+    assert not any("NOT a certified guarantee" in str(r.message) for r in rec)

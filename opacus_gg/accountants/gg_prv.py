@@ -8,6 +8,7 @@ worst-case shift shapes in ``dim`` dimensions under ℓ_{clip_norm_p} clipping).
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -63,8 +64,18 @@ class GGPRVAccountant(IAccountant):
 
     def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                     **kwargs) -> float:
-        """Certified upper bound on ε at δ (0 for an empty history)."""
-        return self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error).epsilon
+        """Upper bound on ε at δ (0 for an empty history); warns loudly when it is not certified.
+
+        The number is certified unless the history contains settings the accountant cannot certify
+        (β > 2 with finite ``clip_norm_p`` and d > 1): then a ``UserWarning`` says "NOT a certified
+        guarantee" with the reason, and ``get_epsilon_report(delta).certified`` is False.
+        """
+        report = self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error)
+        if not report.certified:
+            reason = report.details.get("not_certified_reason", "see get_epsilon_report(delta).details")
+            warnings.warn(f"epsilon = {report.epsilon:.4g} is NOT a certified guarantee: {reason}", UserWarning,
+                          stacklevel=2)
+        return report.epsilon
 
     def __len__(self) -> int:
         """Total number of steps (not segments)."""
