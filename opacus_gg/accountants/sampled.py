@@ -1,7 +1,7 @@
 r"""The GG paper's "Sampled PRV" accountant (Appendix B.3), for reproducing the paper — NOT a guarantee.
 
 Paper mode accounts one coordinate ("one-hot" shift, the paper's dimension-independence claim, which is
-false for β ≠ 2: see ``/work/shared/notes/worst_case_direction.md``) in the *remove* direction, with the
+false for β ≠ 2: see ``../shared/notes/worst_case_direction.md``) in the *remove* direction, with the
 privacy-loss CDF replaced by a Monte Carlo empirical CDF. Units: noise GG(β, 1), density ∝ exp(-|x|^β/β),
 sensitivity a = 1/σ (σ = noise_multiplier).
 
