@@ -83,7 +83,7 @@ def _worker(rank: int, port: int, out_dir: str, clipping: str) -> None:
 
 @pytest.mark.parametrize("clipping,cls", [
     ("flat", "GGDistributedDPOptimizer"),
-    pytest.param("per_layer", "GGSimpleDistributedPerLayerOptimizer", marks=pytest.mark.slow),
+    pytest.param("per_layer", "GGSimpleDistributedPerLayerOptimizer", marks=[pytest.mark.slow, pytest.mark.ci_slow]),
 ])
 def test_ddp_two_processes(tmp_path, clipping, cls):
     mp.spawn(_worker, args=(_free_port(), str(tmp_path), clipping), nprocs=WORLD, join=True)

@@ -137,6 +137,7 @@ def test_beta15_agrees_with_independent_oracle():
 
 
 @pytest.mark.slow
+@pytest.mark.ci_slow
 def test_beta3_agrees_with_independent_oracle():
     sigma, q, T, delta = 1.0, 0.02, 100, 1e-6
     d = S.sampled_epsilon_details([(sigma, q, T, 3.0)], delta, n_samples=N, seed=0)
