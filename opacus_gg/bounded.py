@@ -23,13 +23,14 @@ r"""Bounded support (Hu, Mahloujifar, Smith, Chaudhuri, Guo 2024): rectification
 
 from __future__ import annotations
 
-import math
 from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from scipy import special
 from scipy.stats import norm
+
+from .validation import validate_order, validate_positive
 
 __all__ = [
     "rectify",
@@ -48,29 +49,9 @@ PER_INSTANCE_LABEL = "data-dependent per-instance privacy — NOT a DP guarantee
 _MECHANISMS = ("rectified", "truncated", "gaussian")
 
 
-def _pos(x: float, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return v
-
-
-def _order(alpha: float) -> float:
-    try:
-        v = float(alpha)
-    except (TypeError, ValueError):
-        raise ValueError(f"alpha must be a finite number > 1, got {alpha!r}") from None
-    if not math.isfinite(v) or v <= 1:
-        raise ValueError(f"alpha must be a finite number > 1, got {alpha!r}")
-    return v
-
-
 def rectify(x: torch.Tensor, a: float) -> torch.Tensor:
     r"""Clamp every coordinate to [-a, a] (post-processing: the DP guarantee is unchanged for any β)."""
-    a = _pos(a, "rectify_bound")
+    a = validate_positive(a, "rectify_bound")
     return torch.clamp(x, -a, a)
 
 
@@ -87,13 +68,13 @@ def _log_delta(x: np.ndarray, sigma: float, a: float) -> np.ndarray:
 
 def rdp_gaussian(c: Union[float, np.ndarray], sigma: float, alpha: float) -> np.ndarray:
     r"""D_α(N(θ,σ²)‖N(θ+c,σ²)) = α c²/(2σ²)."""
-    sigma, alpha = _pos(sigma, "sigma"), _order(alpha)
+    sigma, alpha = validate_positive(sigma, "sigma"), validate_order(alpha)
     return alpha * np.asarray(c, dtype=np.float64) ** 2 / (2 * sigma**2)
 
 
 def rdp_truncated(theta, c, sigma: float, a: float, alpha: float) -> np.ndarray:
     r"""D_α(N^T(θ,σ²,[-a,a])‖N^T(θ+c,σ²,[-a,a])) (Hu et al. App. B; see module doc)."""
-    sigma, a, alpha = _pos(sigma, "sigma"), _pos(a, "a"), _order(alpha)
+    sigma, a, alpha = validate_positive(sigma, "sigma"), validate_positive(a, "a"), validate_order(alpha)
     theta, c = np.broadcast_arrays(np.asarray(theta, np.float64), np.asarray(c, np.float64))
     ld0 = _log_delta(theta, sigma, a)
     return (
@@ -105,7 +86,7 @@ def rdp_truncated(theta, c, sigma: float, a: float, alpha: float) -> np.ndarray:
 
 def rdp_rectified(theta, c, sigma: float, a: float, alpha: float) -> np.ndarray:
     r"""D_α(N^R(θ,σ²,[-a,a])‖N^R(θ+c,σ²,[-a,a])) (Hu et al. Lemma 4.4; log-sum-exp of the three parts)."""
-    sigma, a, alpha = _pos(sigma, "sigma"), _pos(a, "a"), _order(alpha)
+    sigma, a, alpha = validate_positive(sigma, "sigma"), validate_positive(a, "a"), validate_order(alpha)
     theta, c = np.broadcast_arrays(np.asarray(theta, np.float64), np.asarray(c, np.float64))
     interior = alpha * (alpha - 1) * c**2 / (2 * sigma**2) + _log_delta(theta + (1 - alpha) * c, sigma, a)
     low = alpha * special.log_ndtr((-a - theta) / sigma) + (1 - alpha) * special.log_ndtr((-a - theta - c) / sigma)
@@ -115,13 +96,13 @@ def rdp_rectified(theta, c, sigma: float, a: float, alpha: float) -> np.ndarray:
 
 def fisher_information_gaussian(theta, sigma: float) -> np.ndarray:
     r"""I(θ) = 1/σ² for N(θ, σ²)."""
-    sigma = _pos(sigma, "sigma")
+    sigma = validate_positive(sigma, "sigma")
     return np.full(np.shape(theta), 1.0 / sigma**2)
 
 
 def fisher_information_truncated(theta, sigma: float, a: float) -> np.ndarray:
     r"""I(θ) of N^T(θ,σ²,[-a,a]) = Var(X)/σ⁴ (Hu et al. eq. (3), verified by quadrature)."""
-    sigma, a = _pos(sigma, "sigma"), _pos(a, "a")
+    sigma, a = validate_positive(sigma, "sigma"), validate_positive(a, "a")
     theta = np.asarray(theta, np.float64)
     zp, zm = (a - theta) / sigma, (-a - theta) / sigma
     z = np.exp(_log_delta(theta, sigma, a))
@@ -131,7 +112,7 @@ def fisher_information_truncated(theta, sigma: float, a: float) -> np.ndarray:
 
 def fisher_information_rectified(theta, sigma: float, a: float) -> np.ndarray:
     r"""I(θ) of N^R(θ,σ²,[-a,a]) = E[(∂_θ log p)²] (corrected Hu et al. eq. (4); see module doc)."""
-    sigma, a = _pos(sigma, "sigma"), _pos(a, "a")
+    sigma, a = validate_positive(sigma, "sigma"), validate_positive(a, "a")
     theta = np.asarray(theta, np.float64)
     zp, zm = (a - theta) / sigma, (-a - theta) / sigma
     pp, pm = norm.pdf(zp), norm.pdf(zm)
@@ -181,8 +162,8 @@ def per_instance_report(
         raise ValueError(f"per_sample_grads must be a 2-D (n, d) array, got shape {g.shape}")
     if mechanism not in _MECHANISMS:
         raise ValueError(f"mechanism must be one of {_MECHANISMS}, got {mechanism!r}")
-    sigma, a = _pos(sigma, "sigma"), _pos(a, "a")
-    alphas = [_order(al) for al in alphas]
+    sigma, a = validate_positive(sigma, "sigma"), validate_positive(a, "a")
+    alphas = [validate_order(al) for al in alphas]
     theta = g.sum(axis=0)
     out: Dict[str, object] = {"label": PER_INSTANCE_LABEL, "certified": False, "mechanism": mechanism,
                               "alphas": alphas}
@@ -198,7 +179,7 @@ def per_instance_report(
         per_example[:, m] = np.maximum(fwd, bwd)
     out["rdp_per_example"] = per_example
     if max_grad_norm is not None:
-        c = _pos(max_grad_norm, "max_grad_norm")
+        c = validate_positive(max_grad_norm, "max_grad_norm")
         for_all = []
         for al in alphas:
             fwd = np.maximum(_div(theta, c, al), _div(theta, -c, al)).sum()

@@ -23,16 +23,14 @@ import numpy as np
 from scipy import optimize
 from scipy.stats import norm
 
-from .distribution import validate_beta
-from .rdp import (
-    _per_coordinate_shift,
-    _validate_delta,
-    _validate_dim,
-    _validate_p,
-    _validate_positive,
-    _validate_rate,
-    log_moment,
-    shift_shapes,
+from .rdp import _per_coordinate_shift, log_moment, shift_shapes
+from .validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_delta,
+    validate_positive,
+    validate_positive_int,
+    validate_sample_rate,
 )
 
 __all__ = [
@@ -52,13 +50,13 @@ NOT_A_GUARANTEE = "CLT estimate (Bu et al. 2019) — NOT a privacy guarantee"
 
 def chi_squared_gaussian(noise_multiplier: float) -> float:
     r"""χ²(N(a,1)‖N(0,1)) = e^{a²} - 1 with a = 1/noise_multiplier."""
-    a = 1.0 / _validate_positive(noise_multiplier, "noise_multiplier")
+    a = 1.0 / validate_positive(noise_multiplier, "noise_multiplier")
     return math.expm1(a * a)
 
 
 def chi_squared_laplace(noise_multiplier: float) -> float:
     r"""χ²(Lap(a,1)‖Lap(0,1)) = (2/3)e^{a} + (1/3)e^{-2a} - 1 with a = 1/noise_multiplier."""
-    a = 1.0 / _validate_positive(noise_multiplier, "noise_multiplier")
+    a = 1.0 / validate_positive(noise_multiplier, "noise_multiplier")
     return (2.0 / 3.0) * math.exp(a) + (1.0 / 3.0) * math.exp(-2.0 * a) - 1.0
 
 
@@ -67,9 +65,9 @@ def chi_squared(
 ) -> float:
     r"""χ² of the k-coordinate GG pair: (1 + χ²(a_k))^k - 1 = expm1(k·log M(2; a_k)), a_k = a/k^{1/p}."""
     beta = validate_beta(beta)
-    sigma = _validate_positive(noise_multiplier, "noise_multiplier")
-    k = _validate_dim(k)
-    p = _validate_p(clip_norm_p, beta)
+    sigma = validate_positive(noise_multiplier, "noise_multiplier")
+    k = validate_positive_int(k, "k")
+    p = validate_clip_norm_p(clip_norm_p, beta)
     log_m2 = k * log_moment(2.0, _per_coordinate_shift(sigma, k, p), beta)
     return math.expm1(log_m2) if log_m2 < 700 else math.inf
 
@@ -79,14 +77,14 @@ def clt_mu(
     k: int = 1, clip_norm_p: Optional[float] = None,
 ) -> float:
     r"""CLT GDP parameter μ = q·√(T·χ²_k) (Bu et al. eq. (5) generalised to GG noise and k-coordinate shapes)."""
-    q = _validate_rate(sample_rate)
-    t = _validate_positive(steps, "steps")
+    q = validate_sample_rate(sample_rate)
+    t = validate_positive(steps, "steps")
     return q * math.sqrt(t * chi_squared(noise_multiplier, beta, k=k, clip_norm_p=clip_norm_p))
 
 
 def delta_from_mu(epsilon: Union[float, np.ndarray], mu: float) -> Union[float, np.ndarray]:
     r"""δ(ε) of μ-GDP: Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (log-space for the second term)."""
-    mu = _validate_positive(mu, "mu")
+    mu = validate_positive(mu, "mu")
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.any(eps < 0) or np.any(np.isnan(eps)):
         raise ValueError(f"epsilon must be ≥ 0, got {epsilon!r}")
@@ -97,8 +95,8 @@ def delta_from_mu(epsilon: Union[float, np.ndarray], mu: float) -> Union[float, 
 
 def epsilon_from_mu(mu: float, delta: float) -> float:
     r"""ε(δ) of μ-GDP: the root of δ(ε; μ) = δ (0 when δ ≥ δ(0; μ) = 2Φ(μ/2) - 1)."""
-    mu = _validate_positive(mu, "mu")
-    delta = _validate_delta(delta)
+    mu = validate_positive(mu, "mu")
+    delta = validate_delta(delta)
     if delta_from_mu(0.0, mu) <= delta:
         return 0.0
     hi = max(1.0, mu * mu)
@@ -148,9 +146,9 @@ def clt_epsilon(
     NOT a guarantee (see module doc). For β = p = 2 every shape gives the same μ (Bu et al.'s eq. (5)).
     """
     beta = validate_beta(beta)
-    delta = _validate_delta(delta)
-    dim = _validate_dim(dim)
-    p = _validate_p(clip_norm_p, beta)
+    delta = validate_delta(delta)
+    dim = validate_positive_int(dim, "dim")
+    p = validate_clip_norm_p(clip_norm_p, beta)
     per_shape = {}
     for k in shift_shapes(dim, beta, p):
         per_shape[k] = clt_mu(

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from . import distribution
+from .validation import validate_delta, validate_positive_int
 
 __all__ = [
     "ADJACENCIES",
@@ -72,22 +73,6 @@ def validate_adjacency(adjacency: str) -> int:
     return ADJACENCIES[adjacency]
 
 
-def _validate_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-    return int(value)
-
-
-def _validate_delta(delta: Any, name: str = "delta") -> float:
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {delta!r}") from None
-    if not (0.0 < d < 1.0):
-        raise ValueError(f"{name} must be in (0, 1), got {delta!r}")
-    return d
-
-
 def validate_votes(votes: TensorLike) -> torch.Tensor:
     """Return ``votes`` as a 2-D floating tensor ``[n_queries, n_classes]`` (1-D → one query).
 
@@ -120,7 +105,7 @@ def votes_from_predictions(predictions: TensorLike, n_classes: int) -> torch.Ten
 
     ``predictions`` is an integer array ``[n_teachers, n_queries]`` with labels in ``[0, n_classes)``.
     """
-    n_classes = _validate_positive_int(n_classes, "n_classes")
+    n_classes = validate_positive_int(n_classes, "n_classes", allow_float=False)
     if n_classes < 2:
         raise ValueError(f"n_classes must be ≥ 2, got {n_classes}")
     preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
@@ -177,8 +162,8 @@ def pate_epsilon(
     GGNMax is post-processing of the noisy histogram.
     """
     dim = validate_adjacency(adjacency)
-    n = _validate_positive_int(n_queries, "n_queries")
-    delta = _validate_delta(delta)
+    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
+    delta = validate_delta(delta)
     beta = distribution.validate_beta(beta)
     sigma = distribution.validate_scale(noise_multiplier, "noise_multiplier")
     return _accountants().compute_epsilon(
@@ -200,8 +185,8 @@ def pate_noise_multiplier(
     Same accountant setting as :func:`pate_epsilon`; the accountant never returns a σ above the target ε.
     """
     dim = validate_adjacency(adjacency)
-    n = _validate_positive_int(n_queries, "n_queries")
-    target_delta = _validate_delta(target_delta, "target_delta")
+    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
+    target_delta = validate_delta(target_delta, "target_delta")
     beta = distribution.validate_beta(beta)
     try:
         eps = float(target_epsilon)
@@ -267,7 +252,7 @@ def aggregate_labels(
         raise ValueError("give exactly one of noise_multiplier or target_epsilon")
     validate_adjacency(adjacency)
     beta = distribution.validate_beta(beta)
-    delta = _validate_delta(delta)
+    delta = validate_delta(delta)
     n = int(v.shape[0])
     if noise_multiplier is None:
         sigma = pate_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, n_queries=n, beta=beta,

@@ -36,7 +36,14 @@ import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, optimize, special
 
-from .distribution import validate_beta
+from .validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_delta,
+    validate_positive,
+    validate_positive_int,
+    validate_sample_rate,
+)
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -50,54 +57,6 @@ __all__ = [
 
 DEFAULT_ORDERS: List[int] = list(range(2, 65)) + [80, 96, 128, 160, 192, 256]
 _LOG_INF = 1e8  # log-moments beyond this are treated as +inf (the order is useless anyway)
-
-
-def _validate_positive(x: float, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return v
-
-
-def _validate_rate(q: float) -> float:
-    try:
-        v = float(q)
-    except (TypeError, ValueError):
-        raise ValueError(f"sample_rate must be in (0, 1], got {q!r}") from None
-    if not (0.0 < v <= 1.0):
-        raise ValueError(f"sample_rate must be in (0, 1], got {q!r}")
-    return v
-
-
-def _validate_delta(d: float) -> float:
-    try:
-        v = float(d)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be in (0, 1), got {d!r}") from None
-    if not (0.0 < v < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {d!r}")
-    return v
-
-
-def _validate_dim(dim: int) -> int:
-    if isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
-        raise ValueError(f"dim must be an integer ≥ 1, got {dim!r}")
-    return int(dim)
-
-
-def _validate_p(clip_norm_p: Optional[float], beta: float) -> float:
-    if clip_norm_p is None:
-        return beta
-    try:
-        p = float(clip_norm_p)
-    except (TypeError, ValueError):
-        raise ValueError(f"clip_norm_p must be a number ≥ 1 or inf, got {clip_norm_p!r}") from None
-    if math.isnan(p) or p < 1.0:
-        raise ValueError(f"clip_norm_p must be a number ≥ 1 or inf, got {clip_norm_p!r}")
-    return p
 
 
 def _log_z(beta: float) -> float:
@@ -163,8 +122,8 @@ def renyi_divergence(alpha: float, a: float, beta: float) -> float:
 
 def shift_shapes(dim: int, beta: float, clip_norm_p: Optional[float] = None, n_grid: int = 8) -> List[int]:
     """Shift shapes evaluated: k = 1, k = dim and a geometric grid between (a single shape when β = p = 2)."""
-    dim = _validate_dim(dim)
-    p = _validate_p(clip_norm_p, validate_beta(beta))
+    dim = validate_positive_int(dim, "dim")
+    p = validate_clip_norm_p(clip_norm_p, validate_beta(beta))
     if dim == 1 or (beta == 2.0 and p == 2.0):
         return [1]
     grid = np.unique(np.round(np.geomspace(1, dim, n_grid)).astype(np.int64))
@@ -185,9 +144,9 @@ def subsampled_rdp(
     Returns ``{"remove": array, "add": array}`` with RDP values at each integer order α ≥ 2 (see module doc).
     """
     beta = validate_beta(beta)
-    sigma = _validate_positive(noise_multiplier, "noise_multiplier")
-    q = _validate_rate(sample_rate)
-    p = _validate_p(clip_norm_p, beta)
+    sigma = validate_positive(noise_multiplier, "noise_multiplier")
+    q = validate_sample_rate(sample_rate)
+    p = validate_clip_norm_p(clip_norm_p, beta)
     orders = [int(o) for o in orders]
     if any(o < 2 for o in orders):
         raise ValueError("orders must be integers ≥ 2")
@@ -246,14 +205,12 @@ def compute_rdp_epsilon(
     r"""ε(δ) from the RDP bound: min_α [T·RDP(α) + log((α-1)/α) - (log δ + log α)/(α-1)], max over
     directions and evaluated shapes (Opacus ``get_privacy_spent``; RDP(α) as in the module doc)."""
     beta = validate_beta(beta)
-    sigma = _validate_positive(noise_multiplier, "noise_multiplier")
-    q = _validate_rate(sample_rate)
-    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
-        raise ValueError(f"steps must be an integer ≥ 1, got {steps!r}")
-    steps = int(steps)
-    delta = _validate_delta(delta)
-    dim = _validate_dim(dim)
-    p = _validate_p(clip_norm_p, beta)
+    sigma = validate_positive(noise_multiplier, "noise_multiplier")
+    q = validate_sample_rate(sample_rate)
+    steps = validate_positive_int(steps, "steps")
+    delta = validate_delta(delta)
+    dim = validate_positive_int(dim, "dim")
+    p = validate_clip_norm_p(clip_norm_p, beta)
     orders = list(orders) if orders is not None else DEFAULT_ORDERS
     shapes = shift_shapes(dim, beta, p)
     best: Optional[RDPReport] = None

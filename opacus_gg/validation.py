@@ -4,6 +4,7 @@ parameter and its allowed range. Import these rather than re-checking by hand.""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import List, Optional, Sequence, Union
 
 from .distribution import validate_beta, validate_scale
@@ -11,6 +12,8 @@ from .distribution import validate_beta, validate_scale
 __all__ = [
     "validate_beta",
     "validate_scale",
+    "validate_positive",
+    "validate_order",
     "validate_noise_multiplier",
     "validate_max_grad_norm",
     "validate_clip_norm_p",
@@ -33,6 +36,22 @@ def _real(x, name: str, what: str) -> float:
         return float(x)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be {what}, got {x!r}") from None
+
+
+def validate_positive(x: float, name: str) -> float:
+    """A finite number > 0."""
+    v = _real(x, name, "a finite number > 0")
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return v
+
+
+def validate_order(alpha: float, name: str = "alpha") -> float:
+    """A Rényi order: a finite number > 1."""
+    v = _real(alpha, name, "a finite number > 1")
+    if not math.isfinite(v) or v <= 1:
+        raise ValueError(f"{name} must be a finite number > 1, got {alpha!r}")
+    return v
 
 
 def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
@@ -91,12 +110,11 @@ def validate_epsilon(epsilon: float, name: str = "target_epsilon") -> float:
     return e
 
 
-def validate_positive_int(n: int, name: str) -> int:
-    """An integer ≥ 1."""
-    if isinstance(n, bool) or not isinstance(n, (int,)) and not (isinstance(n, float) and n.is_integer()):
-        raise ValueError(f"{name} must be an integer ≥ 1, got {n!r}")
-    if int(n) < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {n!r}")
+def validate_positive_int(n: int, name: str, *, minimum: int = 1, allow_float: bool = True) -> int:
+    """An integer ≥ ``minimum`` (default 1); integer-valued floats pass only when ``allow_float``."""
+    integral = isinstance(n, numbers.Integral) or (allow_float and isinstance(n, float) and n.is_integer())
+    if isinstance(n, bool) or not integral or int(n) < minimum:
+        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {n!r}")
     return int(n)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from opacus_gg.accountants import compute_epsilon
 from opacus_gg.analysis.outliers import (
     outlier_curve,
     outlier_probability,
@@ -15,17 +16,6 @@ from opacus_gg.analysis.outliers import (
     plot_outlier_curves,
     write_csv,
 )
-
-
-def _has_accountant() -> bool:
-    try:
-        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_accountant = pytest.mark.skipif(not _has_accountant(), reason="opacus_gg.accountants (issue 3) not landed")
 
 
 def test_gaussian_and_laplace_closed_forms():
@@ -73,10 +63,7 @@ def test_bad_arguments_raise(kwargs, match):
         outlier_probability(**kwargs)
 
 
-@needs_accountant
 def test_outlier_curve_at_equal_privacy(tmp_path):
-    from opacus_gg.accountants import compute_epsilon
-
     rows = outlier_curve(betas=[1.0, 2.0], thresholds=[1.0, 2.0, 4.0], target_epsilon=1.5, target_delta=1e-5)
     assert len(rows) == 6
     for r in rows[::3]:  # one σ per β

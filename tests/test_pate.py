@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import integrate, optimize, stats
 
+from opacus_gg.accountants import compute_epsilon
 from opacus_gg import distribution
 from opacus_gg.pate import (
     aggregate_labels,
@@ -19,16 +20,6 @@ from opacus_gg.pate import (
     votes_from_predictions,
 )
 
-
-def _has_accountant() -> bool:
-    try:
-        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_accountant = pytest.mark.skipif(not _has_accountant(), reason="opacus_gg.accountants (issue 3) not landed")
 
 VOTES4 = torch.tensor([[10.0, 9.0, 8.0, 5.0]])
 
@@ -193,7 +184,6 @@ def _laplace_epsilon(b: float, n: int, delta: float) -> float:
     return float(p.self_compose(n).get_epsilon_for_delta(delta))
 
 
-@needs_accountant
 @pytest.mark.parametrize("n_queries", [1, 20])
 def test_add_remove_epsilon_is_the_1d_gaussian_mechanism_at_beta2(n_queries):
     sigma, delta = 4.0, 1e-5
@@ -203,7 +193,6 @@ def test_add_remove_epsilon_is_the_1d_gaussian_mechanism_at_beta2(n_queries):
     assert ref - 1e-6 <= eps <= ref + 0.03, (eps, ref)
 
 
-@needs_accountant
 def test_replace_epsilon_is_the_gaussian_with_sensitivity_sqrt2_at_beta2():
     sigma, delta, n = 4.0, 1e-5, 20
     eps = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=2.0, adjacency="replace").epsilon
@@ -213,7 +202,6 @@ def test_replace_epsilon_is_the_gaussian_with_sensitivity_sqrt2_at_beta2():
     assert eps > _gaussian_epsilon(math.sqrt(n) / sigma, delta) + 0.5
 
 
-@needs_accountant
 def test_laplace_add_remove_matches_pld_and_pure_dp_bound():
     b, n, delta = 5.0, 10, 1e-6
     eps = pate_epsilon(noise_multiplier=b, n_queries=n, delta=delta, beta=1.0, adjacency="add_remove").epsilon
@@ -224,7 +212,6 @@ def test_laplace_add_remove_matches_pld_and_pure_dp_bound():
     assert eps_rep == pytest.approx(_laplace_epsilon(b, 2 * n, delta), abs=0.05)
 
 
-@needs_accountant
 def test_general_beta_add_remove_matches_independent_oracle_and_replace_dominates():
     from gg_oracle import oracle_epsilon  # dp-accounting, shares no code with opacus-gg
 
@@ -235,14 +222,11 @@ def test_general_beta_add_remove_matches_independent_oracle_and_replace_dominate
     rep = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency="replace").epsilon
     assert rep >= eps
     # the replace pair is exactly two 1-D shifts: the accountant's dim=2, ℓ∞ vertex case must agree
-    from opacus_gg.accountants import compute_epsilon
-
     cube = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0, steps=n, delta=delta, beta=beta, dim=2,
                            clip_norm_p=float("inf")).epsilon
     assert rep == pytest.approx(cube, abs=0.05)
 
 
-@needs_accountant
 def test_noise_multiplier_reaches_target_and_is_near_minimal():
     target, delta, n = 2.0, 1e-5, 1
     sigma = pate_noise_multiplier(target_epsilon=target, target_delta=delta, n_queries=n, beta=1.5)
@@ -250,7 +234,6 @@ def test_noise_multiplier_reaches_target_and_is_near_minimal():
     assert pate_epsilon(noise_multiplier=0.95 * sigma, n_queries=n, delta=delta, beta=1.5).epsilon > target
 
 
-@needs_accountant
 def test_aggregate_labels_from_predictions_reports_certified_epsilon():
     rng = np.random.default_rng(1)
     truth = rng.integers(0, 3, size=40)

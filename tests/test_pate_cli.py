@@ -10,17 +10,6 @@ import pytest
 from opacus_gg.cli import main
 
 
-def _has_accountant() -> bool:
-    try:
-        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_accountant = pytest.mark.skipif(not _has_accountant(), reason="opacus_gg.accountants (issue 3) not landed")
-
-
 @pytest.fixture
 def votes_file(tmp_path):
     rng = np.random.default_rng(0)
@@ -62,7 +51,6 @@ def test_experiment_and_outliers_bad_input_exit_2(tmp_path, capsys):
     assert "beta" in capsys.readouterr().err
 
 
-@needs_accountant
 def test_pate_writes_labels_and_prints_epsilon(tmp_path, votes_file, capsys):
     out = tmp_path / "labels.npy"
     rc = main(["pate", "--votes", str(votes_file), "--beta", "1.5", "--noise-multiplier", "10", "--delta", "1e-5",
@@ -78,7 +66,6 @@ def test_pate_writes_labels_and_prints_epsilon(tmp_path, votes_file, capsys):
     assert eps >= pate_epsilon(noise_multiplier=10.0, n_queries=30, delta=1e-5, beta=1.5).epsilon  # rounded up
 
 
-@needs_accountant
 def test_pate_experiment_on_a_votes_file(tmp_path, votes_file, capsys):
     rc = main(["pate-experiment", "--votes", str(votes_file), "--betas", "1", "--target-epsilon", "1",
                "--trials", "5", "--out-dir", str(tmp_path / "exp")])
@@ -89,7 +76,6 @@ def test_pate_experiment_on_a_votes_file(tmp_path, votes_file, capsys):
     assert (tmp_path / "exp" / "pate_experiment.png").stat().st_size > 1000
 
 
-@needs_accountant
 def test_pate_experiment_simulated(tmp_path, capsys):
     rc = main(["pate-experiment", "--n-histograms", "40", "--n-classes", "4", "--betas", "1", "--trials", "5",
                "--out-dir", str(tmp_path)])
@@ -97,7 +83,6 @@ def test_pate_experiment_simulated(tmp_path, capsys):
     assert (tmp_path / "pate_experiment.csv").exists() and (tmp_path / "pate_experiment.png").exists()
 
 
-@needs_accountant
 def test_outliers_writes_csv_and_png(tmp_path, capsys):
     rc = main(["outliers", "--betas", "1", "--thresholds", "1", "4", "--sample-rate", "0.01", "--steps",
                "10", "--out-dir", str(tmp_path)])

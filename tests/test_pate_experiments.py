@@ -18,17 +18,6 @@ from opacus_gg.analysis.pate_experiments import (
 )
 
 
-def _has_accountant() -> bool:
-    try:
-        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_accountant = pytest.mark.skipif(not _has_accountant(), reason="opacus_gg.accountants (issue 3) not landed")
-
-
 def test_two_class_histograms_follow_appendix_d1():
     h = simulate_histograms(50, 2, total_votes=1000, gap_range=(0.001, 0.2))
     assert h.votes.shape == (50, 2)
@@ -120,7 +109,6 @@ def test_load_votes_checks_file_and_contents(tmp_path):
     assert v.shape == (2, 2) and y.tolist() == [1, 0]
 
 
-@needs_accountant
 def test_accuracy_vs_beta_uses_certified_sigma_and_plots(tmp_path):
     from opacus_gg.pate import pate_epsilon
 

@@ -244,8 +244,9 @@ def get_noise_multiplier(
     hi = 1.0
     e_hi = eps(hi)
     lo = None
+    e_lo = math.inf
     while e_hi > target_epsilon:
-        lo = hi
+        lo, e_lo = hi, e_hi
         hi *= 2.0
         if hi > sigma_max:
             raise ValueError(
@@ -264,11 +265,35 @@ def get_noise_multiplier(
             if lo <= sigma_min:
                 return hi
             lo = max(lo / 2.0, sigma_min)
+    # Invariant: e_lo > target ≥ e_hi, lo < hi. Only a σ with a computed ε(σ) ≤ target is ever returned.
+    slow = 0
     while target_epsilon - e_hi > epsilon_tolerance and hi - lo > 1e-6 * hi:
-        mid = 0.5 * (lo + hi)
+        mid = _next_probe(lo, e_lo, hi, e_hi, target_epsilon, epsilon_tolerance, bisect=slow >= 2)
+        width = hi - lo
         e_mid = eps(mid)
         if e_mid <= target_epsilon:
             hi, e_hi = mid, e_mid
         else:
-            lo = mid
+            lo, e_lo = mid, e_mid
+        slow = slow + 1 if hi - lo > 0.5 * width else 0
     return hi
+
+
+def _next_probe(lo: float, e_lo: float, hi: float, e_hi: float, target: float, tol: float, bisect: bool) -> float:
+    """Next σ in (lo, hi): secant in (log σ, log ε) aimed at target − tol/2, safeguarded; bisection if asked.
+
+    ε(σ) is decreasing and close to a power law locally, so this needs a few probes where bisection needs
+    ~log2(width/tol); after two steps that did not halve the bracket the caller asks for bisection.
+    """
+    mid = 0.5 * (lo + hi)
+    if bisect or not (math.isfinite(e_lo) and e_lo > 0 and e_hi > 0):
+        return mid
+    goal = max(target - 0.5 * tol, 0.5 * (target + e_hi))
+    x_lo, x_hi = math.log(lo), math.log(hi)
+    y_lo, y_hi = math.log(e_lo), math.log(e_hi)
+    if not (y_lo > y_hi):
+        return mid
+    x = x_hi + (math.log(goal) - y_hi) * (x_lo - x_hi) / (y_lo - y_hi)
+    guess = math.exp(x)
+    margin = 0.02 * (hi - lo)
+    return min(max(guess, lo + margin), hi - margin)

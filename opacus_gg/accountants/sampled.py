@@ -38,7 +38,13 @@ from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
 from ..distribution import sample as gg_sample
-from ..distribution import validate_beta
+from ..validation import (
+    validate_beta,
+    validate_delta,
+    validate_positive,
+    validate_positive_int,
+    validate_sample_rate,
+)
 
 __all__ = [
     "PAPER_LABEL",
@@ -55,40 +61,6 @@ __all__ = [
 PAPER_LABEL = "paper mode (one-hot, sampled PRV): NOT a privacy guarantee for beta != 2"
 PAPER_LABEL_BETA2 = "paper mode (one-hot, sampled PRV): a Monte Carlo estimate at beta = 2, NOT a certified guarantee"
 DEFAULT_N_SAMPLES = 1_000_000
-
-
-# ----------------------------------------------------------------------------------------------- validation
-def _check_sigma(noise_multiplier: float) -> float:
-    s = float(noise_multiplier)
-    if not math.isfinite(s) or s <= 0:
-        raise ValueError(f"noise_multiplier must be a finite number > 0, got {noise_multiplier!r}")
-    return s
-
-
-def _check_rate(sample_rate: float) -> float:
-    q = float(sample_rate)
-    if not (0.0 < q <= 1.0):
-        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    return q
-
-
-def _check_delta(delta: float, name: str = "delta") -> float:
-    d = float(delta)
-    if not (0.0 < d < 1.0):
-        raise ValueError(f"{name} must be in (0, 1), got {delta!r}")
-    return d
-
-
-def _check_steps(steps: int) -> int:
-    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    return int(steps)
-
-
-def _check_n(n_samples: int) -> int:
-    if isinstance(n_samples, bool) or int(n_samples) != n_samples or int(n_samples) < 1000:
-        raise ValueError(f"n_samples must be an integer >= 1000, got {n_samples!r}")
-    return int(n_samples)
 
 
 # ------------------------------------------------------------------------------------------ the empirical PRV
@@ -197,8 +169,12 @@ def one_hot_loss_samples(noise_multiplier: float, beta: float, n_samples: int = 
     ℓ_P = (|z + a|^β - |z|^β)/β, z ~ GG(β, 1) (``opacus_gg.distribution.sample`` with a torch generator seeded
     by ``seed``), a = 1/noise_multiplier. Read-only array; cached on (σ, β, n, seed).
     """
-    return _loss_samples_cached(_check_sigma(noise_multiplier), validate_beta(beta), _check_n(n_samples),
-                                int(seed))
+    return _loss_samples_cached(
+        validate_positive(noise_multiplier, "noise_multiplier"),
+        validate_beta(beta),
+        validate_positive_int(n_samples, "n_samples", minimum=1000),
+        int(seed),
+    )
 
 
 def _prv_from_losses(loss: np.ndarray, sample_rate: float, weights: Optional[np.ndarray] = None) -> EmpiricalPRV:
@@ -230,7 +206,7 @@ def sampled_prv(noise_multiplier: float, sample_rate: float, beta: float,
     Y = log(1 - q + q e^{ℓ}) with ℓ ~ ℓ_P w.p. q and ℓ ~ -ℓ_P w.p. 1-q, as an empirical distribution of 2n atoms.
     """
     loss = one_hot_loss_samples(noise_multiplier, beta, n_samples, seed)
-    return _prv_from_losses(loss, _check_rate(sample_rate))
+    return _prv_from_losses(loss, validate_sample_rate(sample_rate))
 
 
 # ------------------------------------------------------------------------------------- domain and compose
@@ -293,7 +269,7 @@ def dkw_radius(n_samples: int, failure_prob: float) -> float:
 
     r = sqrt(log(2/γ) / (2n)).
     """
-    _check_delta(failure_prob, "failure_prob")
+    validate_delta(failure_prob, "failure_prob")
     return math.sqrt(math.log(2.0 / failure_prob) / (2.0 * int(n_samples)))
 
 
@@ -305,7 +281,12 @@ def _normalize_history(history: Sequence[tuple]) -> List[Tuple[float, float, int
         if len(entry) < 3:
             raise ValueError(f"history entries are (noise_multiplier, sample_rate, steps[, beta, dim, p]), got {entry!r}")
         beta = entry[3] if len(entry) > 3 and entry[3] is not None else 2.0
-        out.append((_check_sigma(entry[0]), _check_rate(entry[1]), _check_steps(entry[2]), validate_beta(beta)))
+        out.append((
+            validate_positive(entry[0], "noise_multiplier"),
+            validate_sample_rate(entry[1]),
+            validate_positive_int(entry[2], "steps"),
+            validate_beta(beta),
+        ))
     return out
 
 
@@ -318,9 +299,9 @@ def sampled_compose_epsilon(history: Sequence[tuple], delta: float, *, eps_error
     distributions (ε_est ∓ ε_err at δ ± δ_err). These do NOT include the Monte Carlo error.
     history entries: (noise_multiplier, sample_rate, steps, beta[, dim, clip_norm_p]); dim/p ignored.
     """
-    delta = _check_delta(delta)
+    delta = validate_delta(delta)
     hist = _normalize_history(history)
-    delta_error = delta / 1000.0 if delta_error is None else _check_delta(delta_error, "delta_error")
+    delta_error = delta / 1000.0 if delta_error is None else validate_delta(delta_error, "delta_error")
     if not (eps_error > 0):
         raise ValueError(f"eps_error must be > 0, got {eps_error!r}")
     prvs = [sampled_prv(s, q, b, n_samples, seed) for s, q, _, b in hist]
@@ -418,10 +399,10 @@ def sampled_epsilon_details(history: Sequence[tuple], delta: float, *, eps_error
     ``epsilon_lower``/``epsilon_upper`` = [min(ε_lo, ε_tail⁻ - ε_err) - z·sd, max(ε_up, ε_tail⁺ + ε_err) + z·sd]:
     statistical error bars, not bounds. Plus the Theorem 6 terms and the DKW bracket (module docstring).
     """
-    delta = _check_delta(delta)
+    delta = validate_delta(delta)
     hist = _normalize_history(history)
-    n = _check_n(n_samples)
-    delta_error = delta / 1000.0 if delta_error is None else _check_delta(delta_error, "delta_error")
+    n = validate_positive_int(n_samples, "n_samples", minimum=1000)
+    delta_error = delta / 1000.0 if delta_error is None else validate_delta(delta_error, "delta_error")
     R = int(n_replicates)
     if R < 2:
         raise ValueError(f"n_replicates must be an integer >= 2, got {n_replicates!r}")

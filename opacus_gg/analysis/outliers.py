@@ -21,6 +21,7 @@ import torch
 from scipy import stats
 
 from .. import distribution
+from ..validation import validate_positive_int
 
 __all__ = [
     "outlier_probability",
@@ -39,12 +40,6 @@ def _validate_threshold(threshold) -> np.ndarray:
     return t
 
 
-def _validate_dim(dim) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or int(dim) < 1:
-        raise ValueError(f"dim must be an integer ≥ 1, got {dim!r}")
-    return int(dim)
-
-
 def outlier_probability(
     threshold, beta: float, noise_multiplier: float, *, max_grad_norm: float = 1.0, dim: int = 1
 ) -> np.ndarray:
@@ -56,7 +51,7 @@ def outlier_probability(
     scale = distribution.validate_scale(noise_multiplier, "noise_multiplier") * distribution.validate_scale(
         max_grad_norm, "max_grad_norm"
     )
-    d = _validate_dim(dim)
+    d = validate_positive_int(dim, "dim", allow_float=False)
     p = np.minimum(2.0 * distribution.sf(t, beta, scale), 1.0)
     if d == 1:
         return p
@@ -79,7 +74,7 @@ def outlier_probability_mc(
     Returns (p̂, lower, upper), p̂ = #{|Y_i| > τ}/n. A Monte Carlo estimate, not an exact value.
     """
     t = float(_validate_threshold(threshold))
-    n = _validate_dim(n_samples)
+    n = validate_positive_int(n_samples, "n_samples", allow_float=False)
     if not (0.0 < confidence < 1.0):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     scale = distribution.validate_scale(noise_multiplier, "noise_multiplier") * distribution.validate_scale(
@@ -134,7 +129,7 @@ def outlier_curve(
     ts = [float(x) for x in _validate_threshold(list(thresholds))]
     if not ts:
         raise ValueError("thresholds must contain at least one value ≥ 0")
-    d = _validate_dim(dim)
+    d = validate_positive_int(dim, "dim", allow_float=False)
     rows: List[OutlierRow] = []
     for b in betas:
         sigma = float(
