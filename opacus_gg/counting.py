@@ -28,6 +28,7 @@ from scipy import integrate, optimize, special
 from scipy.stats import norm
 
 from .distribution import validate_beta, validate_scale, variance
+from .validation import validate_delta, validate_epsilon, validate_positive_int
 
 __all__ = [
     "analytic_gaussian_sigma",
@@ -41,29 +42,7 @@ __all__ = [
 
 
 def _k(k: int) -> int:
-    if isinstance(k, bool) or int(k) != k or int(k) < 1:
-        raise ValueError(f"k (number of counting queries) must be an integer ≥ 1, got {k!r}")
-    return int(k)
-
-
-def _eps(e: float) -> float:
-    try:
-        v = float(e)
-    except (TypeError, ValueError):
-        raise ValueError(f"epsilon must be a finite number > 0, got {e!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {e!r}")
-    return v
-
-
-def _delta(d: float) -> float:
-    try:
-        v = float(d)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be in (0, 1), got {d!r}") from None
-    if not (0 < v < 1):
-        raise ValueError(f"delta must be in (0, 1), got {d!r}")
-    return v
+    return validate_positive_int(k, "k (number of counting queries)")
 
 
 def _gauss_delta(sigma: float, epsilon: float, sens: float) -> float:
@@ -74,7 +53,7 @@ def _gauss_delta(sigma: float, epsilon: float, sens: float) -> float:
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     r"""Smallest σ with Φ(Δ/2σ - εσ/Δ) - e^ε Φ(-Δ/2σ - εσ/Δ) ≤ δ (Balle & Wang 2018, Thm. 8), by brentq."""
-    epsilon, delta = _eps(epsilon), _delta(delta)
+    epsilon, delta = validate_epsilon(epsilon, "epsilon"), validate_delta(delta)
     sens = validate_scale(sensitivity, "sensitivity")
     lo, hi = sens * 1e-3, sens
     while _gauss_delta(hi, epsilon, sens) > delta:
@@ -122,7 +101,7 @@ def paper_scale(k: int, beta: float, epsilon: float, delta: float) -> dict:
     Returns the scale and whether the paper's stated conditions hold (even p ≥ 4, p ≤ log k, δ ≤ 1/k);
     their further conditions (ε ≤ O(1), δ ≥ 2^{-O(k/p)}) have unstated constants and are not checked.
     """
-    k, beta, epsilon, delta = _k(k), validate_beta(beta), _eps(epsilon), _delta(delta)
+    k, beta, epsilon, delta = _k(k), validate_beta(beta), validate_epsilon(epsilon, "epsilon"), validate_delta(delta)
     sigma_gz = 185.0 * math.sqrt(k * beta * math.log(1.0 / delta)) / epsilon
     ok = beta >= 4 and float(beta).is_integer() and int(beta) % 2 == 0 and beta <= math.log(k) and delta <= 1.0 / k
     return {"sigma_paper": sigma_gz, "scale": sigma_gz / beta ** (1.0 / beta), "conditions_met": bool(ok)}
@@ -139,7 +118,7 @@ def calibrate_scale(
 
     The accountant returns the smallest s (to ``epsilon_tolerance`` in ε) whose certified upper ε (PRV
     discretisation error ``eps_error``) is ≤ ε, so s is never below what (ε, δ) requires."""
-    k, beta, epsilon, delta = _k(k), validate_beta(beta), _eps(epsilon), _delta(delta)
+    k, beta, epsilon, delta = _k(k), validate_beta(beta), validate_epsilon(epsilon, "epsilon"), validate_delta(delta)
     from .accountants import get_noise_multiplier  # the certified accountant (issue 3)
 
     return float(get_noise_multiplier(
@@ -175,7 +154,7 @@ def counting_report(
 ) -> CountingReport:
     r"""Calibrate (unless ``scale`` is given) and report noise std √Var, E‖X‖_∞, its 95% quantile, the analytic
     Gaussian baseline (sensitivity √k) and the paper's closed-form scale with its ℓ∞ error."""
-    k, beta, epsilon, delta = _k(k), validate_beta(beta), _eps(epsilon), _delta(delta)
+    k, beta, epsilon, delta = _k(k), validate_beta(beta), validate_epsilon(epsilon, "epsilon"), validate_delta(delta)
     s = calibrate_scale(k, beta, epsilon, delta) if scale is None else validate_scale(scale)
     g_sigma = analytic_gaussian_sigma(epsilon, delta, math.sqrt(k))
     paper = paper_scale(k, beta, epsilon, delta)
