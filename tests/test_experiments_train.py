@@ -20,8 +20,11 @@ SIGMA = 1.0
 # one short epoch on tiny data; model sizes stay the real configs' except IMDB (vocabulary 2000, length 16);
 # the files are split in two (this one and test_experiments_train_more.py) to stay under a minute each
 TINY = {
-    "cifar10_scatternet": ({"data.features": "stub", "train.batch_size": 20, "privacy.paper_epsilon": True}, 2.0),
-    "svhn_scatternet": ({"data.features": "stub", "train.batch_size": 20}, 1.5),
+    # 10 steps of batch 20 on 200 images: at σ = 1 the loss after one epoch went up for 2 of 6 seeds (SVHN),
+    # at σ = 0.5 it went down for 6 of 6, so the image configs run at σ = 0.5
+    "cifar10_scatternet": ({"data.features": "stub", "train.batch_size": 20, "privacy.paper_epsilon": True,
+                            "privacy.noise_multiplier": 0.5}, 2.0),
+    "svhn_scatternet": ({"data.features": "stub", "train.batch_size": 20, "privacy.noise_multiplier": 0.5}, 1.5),
     "adult_fcn": ({"train.batch_size": 30}, 1.0),
     "imdb_lstm": ({"data.max_len": 16, "data.vocab_size": 2000, "train.batch_size": 12}, 2.0),
 }
@@ -51,7 +54,8 @@ def check_one_epoch(name: str, data_root: Path, tmp_path: Path) -> None:
     rows = res["rows"]
     assert [r["epoch"] for r in rows] == [0, 1]
     eps = rows[1]["epsilon"]
-    assert 0 < eps < math.inf and res["calibration"] == "fixed" and res["noise_multiplier"] == SIGMA
+    sigma = TINY[name][0].get("privacy.noise_multiplier", SIGMA)
+    assert 0 < eps < math.inf and res["calibration"] == "fixed" and res["noise_multiplier"] == sigma
     assert rows[1]["test_loss"] < rows[0]["test_loss"]  # learned something under DP noise
     assert rows[1]["train_loss"] < rows[0]["train_loss"]
     assert res["dim"] > 0 and res["beta"] == TINY[name][1] and res["noise_multiplier"] > 0
@@ -64,7 +68,7 @@ def check_one_epoch(name: str, data_root: Path, tmp_path: Path) -> None:
     else:
         from opacus_gg.accountants import compute_epsilon  # the accountant in the model's real dimension
 
-        assert eps == pytest.approx(compute_epsilon(noise_multiplier=SIGMA, sample_rate=res["sample_rate"],
+        assert eps == pytest.approx(compute_epsilon(noise_multiplier=sigma, sample_rate=res["sample_rate"],
                                                     steps=res["steps_per_epoch"], delta=res["target_delta"],
                                                     beta=res["beta"], dim=res["dim"]).epsilon, rel=1e-6)
     for f in ("metrics.csv", "results.json", "checkpoint.pt", "model_final.pt"):
