@@ -237,7 +237,10 @@ def _zig_sample(n: int, beta: float, scale: float, generator, device, work_dtype
     if n == 0:
         return out
     bits = out.view(int_dtype)
-    bits.random_(generator=generator)  # 31 (63) random bits: 9 for (layer, sign), 22 (52) for u
+    if bits.device.type == "cpu":
+        bits.random_(generator=generator)  # 31 (63) random bits: 9 for (layer, sign), 22 (52) for u
+    else:  # accelerators: ask for the non-negative range explicitly rather than rely on the default one
+        bits.random_(0, 2**31 if int_dtype == torch.int32 else 2**63 - 1, generator=generator)
     c = min(n, _ZIG_CHUNK) if torch.device(device).type == "cpu" else n  # accelerators: one pass, no syncs
     idx_buf = torch.empty(c, device=device, dtype=int_dtype)
     w_buf = torch.empty(c, device=device, dtype=work_dtype)
