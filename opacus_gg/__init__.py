@@ -1,16 +1,14 @@
-"""opacus-gg: the Generalized Gaussian mechanism for Opacus (β-DP-SGD, GGNMax, certified accounting)."""
+"""opacus-gg: the Generalized Gaussian mechanism for Opacus (β-DP-SGD, GGNMax, certified accounting).
+
+``from opacus_gg import GGPrivacyEngine`` is the drop-in replacement for ``opacus.PrivacyEngine``; importing
+the package registers the certified accountant ``"gg_prv"`` in Opacus's accountant registry.
+"""
 
 from . import distribution
+from .accountants import GGPRVAccountant
 from .distribution import GeneralizedGaussian
+from .engine import GGPrivacyEngine
 
 __version__ = "0.1.0"
 
-__all__ = ["distribution", "GeneralizedGaussian", "__version__"]
-
-try:  # the engine and accountants are optional at import time while the package is assembled
-    from .accountants import GGPRVAccountant  # noqa: F401
-    from .engine import GGPrivacyEngine  # noqa: F401
-
-    __all__ += ["GGPrivacyEngine", "GGPRVAccountant"]
-except ImportError:  # pragma: no cover
-    pass
+__all__ = ["distribution", "GeneralizedGaussian", "GGPrivacyEngine", "GGPRVAccountant", "__version__"]
