@@ -24,6 +24,17 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer ≥ 1 (argparse names the option in its one-line error)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
+    return v
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         sys.stderr.write(f"{self.prog}: error: {message}\n")

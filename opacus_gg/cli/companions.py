@@ -7,6 +7,8 @@ import json
 import math
 from typing import Any, Dict
 
+from . import positive_int
+
 
 def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
@@ -92,33 +94,21 @@ def _cmd_counts(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(name: str):
-    def f(s: str) -> int:
-        try:
-            v = int(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer ≥ 1, got {s!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer ≥ 1, got {s!r}")
-        return v
-    return f
-
-
 def register(subparsers: Any) -> None:
     """Add the ``compare`` and ``counts`` subcommands."""
     p = subparsers.add_parser("compare", help="certified vs paper-mode vs CLT vs RDP epsilon, side by side")
     p.add_argument("--beta", type=float, required=True)
     p.add_argument("--noise-multiplier", type=float, required=True)
     p.add_argument("--sample-rate", type=float, required=True)
-    p.add_argument("--steps", type=_positive_int("steps"), required=True)
+    p.add_argument("--steps", type=positive_int, required=True)
     p.add_argument("--delta", type=float, required=True)
-    p.add_argument("--dim", type=_positive_int("dim"), default=1)
+    p.add_argument("--dim", type=positive_int, default=1)
     p.add_argument("--clip-norm-p", type=float, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_compare)
 
     c = subparsers.add_parser("counts", help="calibrate GG noise for k counting queries; l_inf error")
-    c.add_argument("--k", type=_positive_int("k"), required=True)
+    c.add_argument("--k", type=positive_int, required=True)
     c.add_argument("--beta", type=float, required=True)
     c.add_argument("--epsilon", type=float, required=True)
     c.add_argument("--delta", type=float, required=True)

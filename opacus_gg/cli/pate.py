@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import torch
 
+from . import positive_int
+
 __all__ = ["register", "run_pate", "run_pate_experiment", "run_outliers"]
 
 
@@ -106,23 +108,13 @@ def run_outliers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
-    return v
-
-
 def register(subparsers) -> None:
     """Add the ``pate``, ``pate-experiment`` and ``outliers`` subcommands."""
     p = subparsers.add_parser("pate", help="GGNMax PATE label aggregation with certified ε")
     src = p.add_argument_group("input (one of)")
     src.add_argument("--votes", help=".npy vote histograms [n_queries, n_classes]")
     src.add_argument("--predictions", help=".npy teacher labels [n_teachers, n_queries] (with --n-classes)")
-    p.add_argument("--n-classes", type=_positive_int)
+    p.add_argument("--n-classes", type=positive_int)
     p.add_argument("--beta", type=float, default=2.0, help="GG shape β ≥ 1 (2 = GNMax, 1 = LNMax)")
     p.add_argument("--target-epsilon", type=float, help="solve σ for this ε over all queries")
     p.add_argument("--noise-multiplier", type=float, help="σ in votes (instead of --target-epsilon)")
@@ -136,15 +128,15 @@ def register(subparsers) -> None:
     e = subparsers.add_parser("pate-experiment", help="GGNMax label accuracy against β at equal certified (ε, δ)")
     e.add_argument("--votes", help=".npy vote histograms (default: simulate as in Appendix D.1)")
     e.add_argument("--labels", help=".npy true labels (default: the noiseless argmax)")
-    e.add_argument("--n-histograms", type=_positive_int, default=200)
+    e.add_argument("--n-histograms", type=positive_int, default=200)
     e.add_argument("--n-classes", type=int, default=2)
     e.add_argument("--total-votes", type=float, default=1000.0)
     e.add_argument("--betas", type=float, nargs="+", default=[1.0, 1.5, 2.0, 2.5, 3.0])
     e.add_argument("--target-epsilon", type=float, default=1.0)
     e.add_argument("--delta", "--target-delta", dest="delta", type=float, default=1e-5)
-    e.add_argument("--n-queries", type=_positive_int, default=1, help="queries the ε covers (1 = per query)")
+    e.add_argument("--n-queries", type=positive_int, default=1, help="queries the ε covers (1 = per query)")
     e.add_argument("--adjacency", choices=["replace", "add_remove"], default="replace")
-    e.add_argument("--trials", type=_positive_int, default=25)
+    e.add_argument("--trials", type=positive_int, default=25)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out-dir", default="pate_experiment_out")
     e.set_defaults(func=run_pate_experiment)
@@ -155,8 +147,8 @@ def register(subparsers) -> None:
     o.add_argument("--target-epsilon", type=float, default=1.5)
     o.add_argument("--delta", "--target-delta", dest="delta", type=float, default=1e-5)
     o.add_argument("--sample-rate", type=float, default=0.01, help="SGG panel's Poisson rate (1 = no panel)")
-    o.add_argument("--steps", type=_positive_int, default=100)
-    o.add_argument("--dim", type=_positive_int, default=1, help="coordinates: P(any of dim beyond τ)")
+    o.add_argument("--steps", type=positive_int, default=100)
+    o.add_argument("--dim", type=positive_int, default=1, help="coordinates: P(any of dim beyond τ)")
     o.add_argument("--out-dir", default="outliers_out")
     o.set_defaults(func=run_outliers)
 
