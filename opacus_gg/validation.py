@@ -104,10 +104,7 @@ def validate_delta(delta: float, name: str = "delta") -> float:
 
 def validate_epsilon(epsilon: float, name: str = "target_epsilon") -> float:
     """ε ∈ (0, ∞)."""
-    e = _real(epsilon, name, "a finite number > 0")
-    if not math.isfinite(e) or e <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
-    return e
+    return validate_positive(epsilon, name)
 
 
 def validate_positive_int(n: int, name: str, *, minimum: int = 1, allow_float: bool = True) -> int:
