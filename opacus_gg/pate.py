@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from . import distribution
+from .formatting import fmt_up
 from .validation import validate_delta, validate_positive_int
 
 __all__ = [
@@ -54,9 +55,7 @@ TensorLike = Union[torch.Tensor, np.ndarray, list]
 
 def format_epsilon(epsilon: float, digits: int = 4) -> str:
     """ε as text rounded *up* at ``digits`` decimals (a printed bound is never below the certified one)."""
-    if not math.isfinite(epsilon):
-        return str(epsilon)
-    return f"{math.ceil(epsilon * 10**digits) / 10**digits:.{digits}f}"
+    return fmt_up(epsilon, digits)
 
 
 def _accountants():

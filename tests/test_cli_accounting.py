@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from opacus_gg.cli import main
-from opacus_gg.cli.accounting import fmt_down, fmt_up
+from opacus_gg.formatting import fmt_down, fmt_up
 
 EPS = ["epsilon", "--beta", "2", "--noise-multiplier", "1.0", "--sample-rate", "0.01", "--steps", "100",
        "--delta", "1e-5"]

@@ -108,7 +108,8 @@ def compute_epsilon_history(
         hist = [(s.noise_multiplier, s.sample_rate, s.steps, s.beta, s.dim, s.clip_norm_p) for s in segs]
         return paper_epsilon_report(hist, delta, eps_error=eps_error, delta_error=delta_error, **paper_kwargs)
     if not segs:
-        return EpsilonReport(0.0, 0.0, 0.0, 0.0, delta, "certified", True, "remove", 1, {"empty_history": True})
+        return EpsilonReport(epsilon=0.0, epsilon_lower=0.0, epsilon_estimate=0.0, epsilon_upper=0.0, delta=delta,
+                             details={"empty_history": True})
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
@@ -139,7 +140,7 @@ def compute_epsilon_history(
         epsilon_upper=worst.epsilon_upper,
         delta=delta,
         mode="certified",
-        certified=not uncertified,
+        scope="equal_spreads" if uncertified else "proven",
         direction=worst.direction,
         shape_k=int(shape_k),
         details=details,

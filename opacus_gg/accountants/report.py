@@ -1,19 +1,49 @@
-"""The result object of every ε computation."""
+r"""The result object of every ε computation, and the one place that labels a printed ε with its scope.
+
+Scopes (what a number is, stated once; every printout and JSON file uses these words):
+
+* ``"proven"``: an upper bound on ε(δ) for every pair of neighbouring data sets (add/remove one example,
+  Poisson subsampling) and every shift the clipping norm allows, with its argument in docs/accounting.md.
+* ``"equal_spreads"``: an upper bound over every shift spread equally over k of the d coordinates
+  (k = 1 … d). That these shifts are the worst case was found by search, not proven, so the number is
+  printed beside the proven one, never alone.
+* ``"estimate"``: not a bound (paper mode for β ≠ 2, CLT/GDP estimates): NOT a guarantee.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
-__all__ = ["EpsilonReport"]
+from ..formatting import DIGITS, fmt_down, fmt_up
+
+__all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "format_epsilon", "scope_fields"]
+
+SCOPES = ("proven", "equal_spreads", "estimate")
+SCOPE_TEXT: Dict[str, str] = {
+    "proven": "proven upper bound for every shift",
+    "equal_spreads": "over equal spreads: worst case found by search, not proven",
+    "estimate": "estimate, NOT a guarantee",
+}
+
+
+def format_epsilon(epsilon: float, scope: str, digits: int = DIGITS) -> str:
+    """``"<ε> (<scope text>)"``: bounds rounded up exactly (:func:`opacus_gg.formatting.fmt_up`)."""
+    if scope not in SCOPE_TEXT:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    number = f"{float(epsilon):.{digits}f}" if scope == "estimate" else fmt_up(epsilon, digits)
+    return f"{number} ({SCOPE_TEXT[scope]})"
 
 
 @dataclass
 class EpsilonReport:
-    """ε for a history at δ, with its error bounds and the dominating adjacency direction / shift shape.
+    r"""ε at δ for a history, with what it is (``scope``) and how it was obtained.
 
-    ``epsilon`` is the number to publish: ``epsilon_upper`` in certified mode. Paper-mode reports with
-    β ≠ 2 have ``certified=False`` and their printout says "NOT a guarantee".
+    ``epsilon`` is the number to publish (what ``get_epsilon`` returns); ``certified`` is True iff its
+    scope is ``"proven"``. ``epsilon_lower``/``epsilon_estimate``/``epsilon_upper`` bracket the PRV
+    computation behind ``epsilon_equal_spreads`` (or behind ``epsilon`` when ``method == "prv"``).
+    ``epsilon_equal_spreads`` is set when the worst equal spread gives a smaller ε than the proven bound
+    (scope ``"equal_spreads"``); ``None`` when the proven bound already is that number.
     """
 
     epsilon: float
@@ -22,19 +52,54 @@ class EpsilonReport:
     epsilon_upper: float
     delta: float
     mode: str = "certified"
-    certified: bool = True
+    scope: str = "proven"
+    method: str = "prv"
+    epsilon_equal_spreads: Optional[float] = None
     direction: str = "remove"
     shape_k: int = 1
     details: Dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {self.scope!r}")
+
+    @property
+    def certified(self) -> bool:
+        """True iff ``epsilon`` is proven for every shift (scope ``"proven"``)."""
+        return self.scope == "proven"
+
     def to_dict(self) -> dict:
-        """Plain-dict view (JSON friendly)."""
-        return asdict(self)
+        """Plain-dict view (JSON friendly), with ``certified`` and the scope texts."""
+        return {**asdict(self), **scope_fields(self)}
+
+    def summary(self, digits: int = DIGITS) -> str:
+        """One line: the published ε with its scope, and the equal-spread ε beside it when there is one."""
+        dim = self.details.get("dim")
+        where = f" at delta = {self.delta:g}" + (f", dim = {dim}" if dim is not None else "")
+        text = f"epsilon = {format_epsilon(self.epsilon, self.scope, digits)}{where}"
+        if self.epsilon_equal_spreads is not None:
+            text += f"; {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}"
+        return text
 
     def __str__(self) -> str:
-        tag = "certified upper bound" if self.certified else "NOT a guarantee"
         return (
-            f"epsilon = {self.epsilon:.4f} ({tag}; mode={self.mode}) at delta = {self.delta:g} "
-            f"[lower {self.epsilon_lower:.4f}, estimate {self.epsilon_estimate:.4f}, upper {self.epsilon_upper:.4f}; "
+            f"{self.summary()} [PRV lower {fmt_down(self.epsilon_lower)}, estimate {self.epsilon_estimate:.{DIGITS}f}, "
+            f"upper {fmt_up(self.epsilon_upper)}; method={self.method}, mode={self.mode}, "
             f"direction={self.direction}, worst shape k={self.shape_k}]"
         )
+
+
+def scope_fields(report: EpsilonReport) -> Dict[str, Any]:
+    """The JSON keys every output format carries: ε, its scope and text, and the equal-spread ε if any."""
+    out: Dict[str, Any] = {
+        "epsilon": report.epsilon,
+        "epsilon_scope": report.scope,
+        "epsilon_scope_text": SCOPE_TEXT[report.scope],
+        "certified": report.certified,
+        "epsilon_method": report.method,
+        "epsilon_equal_spreads": report.epsilon_equal_spreads,
+    }
+    if report.epsilon_equal_spreads is not None:
+        out["epsilon_equal_spreads_scope"] = "equal_spreads"
+        out["epsilon_equal_spreads_scope_text"] = SCOPE_TEXT["equal_spreads"]
+    return out

@@ -485,5 +485,6 @@ def paper_epsilon_report(history: Sequence[tuple], delta: float, *, eps_error: f
         warnings.warn(PAPER_LABEL, UserWarning, stacklevel=2)
     extra = {k: v for k, v in d.items() if k not in ("epsilon", "epsilon_lower", "epsilon_upper", "epsilon_estimate")}
     return EpsilonReport(epsilon=d["epsilon"], epsilon_lower=d["epsilon_lower"], epsilon_estimate=d["epsilon_estimate"],
-                         epsilon_upper=d["epsilon_upper"], delta=float(delta), mode="paper", certified=False,
+                         epsilon_upper=d["epsilon_upper"], delta=float(delta), mode="paper", scope="estimate",
+                         method="paper",
                          direction="remove", shape_k=1, details=extra)

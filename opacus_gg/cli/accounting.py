@@ -15,28 +15,12 @@ import argparse
 import json
 import math
 import os
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any, Dict, Optional
 
 from ..distribution import validate_beta
+from ..formatting import DIGITS, fmt_down, fmt_up
 
-__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve", "fmt_up", "fmt_down"]
-
-DIGITS = 4
-
-
-def fmt_up(x: float, digits: int = DIGITS) -> str:
-    """x rounded *up* to ``digits`` decimals, exactly (Decimal, ROUND_CEILING): for upper bounds."""
-    if not math.isfinite(x):
-        return str(x)
-    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_CEILING))
-
-
-def fmt_down(x: float, digits: int = DIGITS) -> str:
-    """x rounded *down* to ``digits`` decimals, exactly (Decimal, ROUND_FLOOR): for lower bounds."""
-    if not math.isfinite(x):
-        return str(x)
-    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_FLOOR))
+__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
 
 
 # ------------------------------------------------------------------------------------------- validation
