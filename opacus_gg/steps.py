@@ -1,0 +1,53 @@
+r"""How many optimizer steps a training run of ``epochs`` epochs takes: the one formula for the σ solver,
+the engine, the CLI's ``--epochs`` and the training configs.
+
+With Poisson sampling at rate q an epoch is n_b batches; Opacus's ``DPDataLoader`` sets q = 1/len(loader)
+and its sampler then yields ``int(1/q)`` batches, which floating point can make one short of len(loader).
+Accounting ``int(epochs/q)`` steps can therefore *undercount* what training runs (75 batches × 3 epochs:
+``int(3/(1/75)) = 224`` where 225 run). Here
+
+    n_b = len(data_loader) if a loader is given, else ⌈1/q⌉ (= round(1/q) when 1/q is within 1e-9 of an integer),
+    T   = ⌈epochs · n_b⌉ (again rounding to the integer when within 1e-9),
+
+which is never below the number of steps Opacus's loaders run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sized
+
+from .validation import validate_positive, validate_sample_rate
+
+__all__ = ["batches_per_epoch", "steps_for_epochs"]
+
+#: relative distance to an integer below which a float is taken to be that integer (floating-point noise)
+_INTEGER_SLACK = 1e-9
+
+
+def _ceil_near_integer(x: float) -> int:
+    """⌈x⌉, except that x within ``_INTEGER_SLACK`` (relative) of an integer n gives n."""
+    n = round(x)
+    if abs(x - n) <= _INTEGER_SLACK * max(1.0, abs(x)):
+        return int(n)
+    return int(math.ceil(x))
+
+
+def batches_per_epoch(*, sample_rate: Optional[float] = None, data_loader: Optional[Sized] = None) -> int:
+    """n_b: ``len(data_loader)`` when given, else ⌈1/q⌉ (1/q rounded when it is an integer up to float noise)."""
+    if data_loader is not None:
+        n = len(data_loader)
+        if n < 1:
+            raise ValueError(f"data_loader must yield at least one batch per epoch, got len(data_loader)={n}")
+        return int(n)
+    if sample_rate is None:
+        raise ValueError("batches_per_epoch needs sample_rate or data_loader")
+    return _ceil_near_integer(1.0 / validate_sample_rate(sample_rate))
+
+
+def steps_for_epochs(
+    epochs: float, *, sample_rate: Optional[float] = None, data_loader: Optional[Sized] = None
+) -> int:
+    r"""T = ⌈epochs · n_b⌉ steps (see the module docstring); never fewer than training runs."""
+    epochs = validate_positive(epochs, "epochs")
+    return max(1, _ceil_near_integer(epochs * batches_per_epoch(sample_rate=sample_rate, data_loader=data_loader)))
