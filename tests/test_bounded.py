@@ -9,6 +9,7 @@ from scipy import integrate
 from scipy.stats import norm
 
 from opacus_gg import bounded
+from opacus_gg.engine import GGPrivacyEngine
 
 CASES = [(0.0, 1.0, 1.0, 1.0, 2.0), (0.5, -1.0, 1.0, 1.0, 3.0), (2.0, 1.0, 0.7, 1.5, 5.0),
          (-3.0, 0.5, 1.0, 1.0, 2.5), (0.3, 0.2, 2.0, 0.5, 8.0)]  # theta, c, sigma, a, alpha
@@ -120,13 +121,6 @@ def test_per_instance_report():
         bounded.per_instance_report(g, sigma=1.0, a=2.0, alphas=[1.0])
 
 
-def _engine():
-    engine_mod = pytest.importorskip("opacus_gg.engine")
-    if not hasattr(engine_mod, "GGPrivacyEngine"):
-        pytest.skip("opacus_gg.engine.GGPrivacyEngine has not landed yet")
-    return engine_mod
-
-
 def _train_one_epoch(engine, bound, beta=1.5):
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -148,7 +142,7 @@ def _train_one_epoch(engine, bound, beta=1.5):
 
 def _new_engine(accountant):
     try:
-        return _engine().GGPrivacyEngine(accountant=accountant)
+        return GGPrivacyEngine(accountant=accountant)
     except ValueError as e:  # the gg_prv accountant is not registered yet
         pytest.skip(f"accountant {accountant!r} not available: {e}")
 

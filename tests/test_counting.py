@@ -6,15 +6,9 @@ import pytest
 import torch
 from scipy import special
 
+from opacus_gg import accountants as acc
 from opacus_gg import counting
 from opacus_gg.distribution import sample
-
-
-def _accountants():
-    acc = pytest.importorskip("opacus_gg.accountants")
-    if not hasattr(acc, "get_noise_multiplier"):
-        pytest.skip("certified accountant (opacus_gg.accountants) has not landed yet")
-    return acc
 
 
 @pytest.mark.parametrize("eps,delta,sens", [(1.0, 1e-5, 1.0), (0.5, 1e-6, math.sqrt(100)), (3.0, 1e-3, 2.0)])
@@ -70,7 +64,6 @@ def test_bad_input(kwargs, name):
 
 @pytest.mark.parametrize("k", [1, 10, 100])
 def test_gaussian_calibration_equals_analytic_gaussian(k):
-    _accountants()
     eps, delta = 1.0, 1e-5
     s = counting.calibrate_scale(k, 2.0, eps, delta)
     ref = counting.analytic_gaussian_sigma(eps, delta, math.sqrt(k))
@@ -79,7 +72,6 @@ def test_gaussian_calibration_equals_analytic_gaussian(k):
 
 def test_vertex_form_equals_k_fold_composition():
     """calibrate_scale asks for (steps=1, dim=k, p=inf); that is the k-fold composition (steps=k, dim=1)."""
-    acc = _accountants()
     kw = dict(noise_multiplier=6.0, sample_rate=1.0, delta=1e-5, beta=4.0)
     vertex = acc.compute_epsilon(steps=1, dim=20, clip_norm_p=math.inf, **kw).epsilon
     composed = acc.compute_epsilon(steps=20, dim=1, **kw).epsilon
@@ -87,7 +79,6 @@ def test_vertex_form_equals_k_fold_composition():
 
 
 def test_report_and_comparisons():
-    _accountants()
     rep = counting.counting_report(100, 4.0, 1.0, 1e-5)
     assert rep.certified and rep.noise_std > 0
     assert rep.paper["scale"] > 10 * rep.scale  # the closed form is far more conservative than exact calibration

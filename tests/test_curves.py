@@ -79,10 +79,6 @@ def test_csv_and_png(tmp_path):
 
 
 def test_privacy_curve_with_accountant_certified_and_ordering():
-    try:
-        from opacus_gg.accountants import compute_epsilon  # noqa: F401
-    except ImportError:
-        pytest.skip("opacus_gg.accountants.compute_epsilon has not landed yet")
     rows = C.privacy_curve([1.0, 2.0], [1.0, 2.0], delta=1e-5, sample_rate=1.0, steps=1)
     assert len(rows) == 4 and all(r["certified"] for r in rows)
     by = {(r["beta"], r["noise_multiplier"]): r["epsilon"] for r in rows}
