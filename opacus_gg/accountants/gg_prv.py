@@ -15,7 +15,8 @@ from typing import Callable, Optional
 from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_positive_int
-from .api import _segment, compute_epsilon_history
+from .api import compute_epsilon_history
+from .history import append_step, parse_segment
 from .report import EpsilonReport
 
 __all__ = ["GGPRVAccountant"]
@@ -41,14 +42,8 @@ class GGPRVAccountant(IAccountant):
     def step(self, *, noise_multiplier: float, sample_rate: float, beta: Optional[float] = None,
              dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
         """Record one step (validated); merges with the last entry when all parameters agree."""
-        s = _segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p), self._defaults())
-        entry = (s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p)
-        if self.history:
-            last = tuple(self.history[-1])
-            if len(last) == 6 and (last[0], last[1], last[3], last[4], last[5]) == entry:
-                self.history[-1] = (last[0], last[1], last[2] + 1, last[3], last[4], last[5])
-                return
-        self.history.append((s.noise_multiplier, s.sample_rate, 1, s.beta, s.dim, s.clip_norm_p))
+        append_step(self.history, parse_segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p),
+                                                self._defaults()))
 
     def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                            mode: str = "certified", **kwargs) -> EpsilonReport:
