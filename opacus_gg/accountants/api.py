@@ -13,6 +13,7 @@ numerical slack (ε_error, δ_error), never an estimate.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional, Sequence, Tuple
 
 from ..validation import validate_delta
@@ -65,6 +66,8 @@ def compute_epsilon_history(
     if not segs:
         return EpsilonReport(epsilon=0.0, epsilon_lower=0.0, epsilon_estimate=0.0, epsilon_upper=0.0, delta=delta,
                              details={"empty_history": True})
+    if any(s.noiseless for s in segs):
+        return _noiseless_report(segs, delta)
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
@@ -97,6 +100,25 @@ def compute_epsilon_history(
         shape_k=int(shape_k),
         details=details,
     )
+
+
+def _noiseless_report(segs, delta: float) -> EpsilonReport:
+    r"""ε = ∞ for a history with a σ = 0 segment (with a UserWarning saying why), as Opacus reports σ = 0.
+
+    ∞ is always a valid bound. It is also the exact ε(δ) whenever δ < 1 − (1 − q)^{T_0} (T_0 noiseless steps
+    at rate q): without noise, with probability 1 − (1 − q)^{T_0} some noiseless step samples the example and
+    its output has probability 0 without it, so δ(ε) ≥ 1 − (1 − q)^{T_0} for every finite ε.
+    """
+    steps = sum(s.steps for s in segs if s.noiseless)
+    warnings.warn(
+        f"noise_multiplier=0 in {steps} step(s): no noise was added, so epsilon is infinite (no privacy "
+        "guarantee for this training run)",
+        UserWarning,
+        stacklevel=3,
+    )
+    inf = math.inf
+    return EpsilonReport(epsilon=inf, epsilon_lower=inf, epsilon_estimate=inf, epsilon_upper=inf, delta=delta,
+                         mode="certified", scope="proven", details={"noiseless_steps": steps})
 
 
 def compute_epsilon(
@@ -135,11 +157,18 @@ def compute_delta(
     clip_norm_p: Optional[float] = None,
     eps_error: float = 0.01,
 ) -> float:
-    r"""Certified upper bound on δ(ε) = max over add/remove of the dominating composed δ (+ tail slack)."""
+    r"""Certified upper bound on δ(ε) = max over add/remove of the dominating composed δ (+ tail slack).
+
+    σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
+    T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
+    """
     epsilon = float(epsilon)
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon!r}")
     segs = normalize_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)])
+    if segs[0].noiseless:
+        q, t = segs[0].sample_rate, segs[0].steps
+        return 1.0 if q == 1.0 else float(-math.expm1(t * math.log1p(-q)))
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))

@@ -63,7 +63,11 @@ def compose_history(
     composed, rho_tot, shape_scores = _compose(segs, direction, domain)
     eff_delta = delta - rho_tot
     if eff_delta - delta_error <= 0:
-        raise ValueError(f"cannot certify delta={delta}: the numerically truncated mass {rho_tot:.3g} is too large")
+        raise ValueError(
+            f"epsilon is too large to bound at delta={delta}: the privacy loss of these steps is infinite or beyond "
+            f"the accounting grid with probability {rho_tot:.3g} (≥ delta); increase noise_multiplier or delta, "
+            "or reduce the number of steps"
+        )
     lo, est, up = composed.compute_epsilon(eff_delta, delta_error, eps_error)
     return CompositionResult(direction, float(lo), float(est), float(up), rho_tot, float(domain.t_max),
                              float(domain.dt), shape_scores)

@@ -37,6 +37,11 @@ class Segment:
     clip_norm_p: float
 
     @property
+    def noiseless(self) -> bool:
+        """σ = 0: no noise, the privacy loss is +∞ whenever the example is sampled."""
+        return self.noise_multiplier == 0.0
+
+    @property
     def mechanism_key(self) -> Tuple[float, float, int, float]:
         """What defines the non-subsampled pair: (σ, β, d, p)."""
         return (self.noise_multiplier, self.beta, self.dim, self.clip_norm_p)
@@ -71,9 +76,7 @@ def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] 
     beta = validate_beta(defaults[0] if beta is None else beta)
     dim = validate_positive_int(defaults[1] if dim is None else dim, "dim")
     p = validate_clip_norm_p(defaults[2] if p is None else p, beta)
-    sigma = validate_noise_multiplier(sigma)
-    if sigma == 0:
-        raise ValueError("noise_multiplier must be > 0 for accounting (noise_multiplier=0 gives epsilon=inf)")
+    sigma = validate_noise_multiplier(sigma)  # σ = 0 (no noise) is a valid step, with ε = ∞
     q = validate_sample_rate(q)
     steps = validate_positive_int(steps, "steps")
     return Segment(float(sigma), float(q), steps, float(beta), dim, float(p))

@@ -19,6 +19,7 @@ from ..validation import (
     validate_positive_int,
     validate_sample_rate,
 )
+from ..steps import steps_for_epochs
 from .api import compute_epsilon
 from .shapes import warn_if_dimension_dependent
 
@@ -52,11 +53,8 @@ def get_noise_multiplier(
     sample_rate = validate_sample_rate(sample_rate)
     if (steps is None) == (epochs is None):
         raise ValueError("get_noise_multiplier takes exactly one of steps or epochs")
-    if steps is None:
-        epochs = float(epochs)
-        if not (math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a finite number > 0, got {epochs!r}")
-        steps = max(1, int(epochs / sample_rate))
+    if steps is None:  # the steps training runs (never fewer): opacus_gg.steps.steps_for_epochs
+        steps = steps_for_epochs(epochs, sample_rate=sample_rate)
     steps = validate_positive_int(steps, "steps")
     epsilon_tolerance = float(epsilon_tolerance)
     if not (epsilon_tolerance > 0):

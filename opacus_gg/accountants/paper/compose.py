@@ -88,6 +88,8 @@ def paper_history(history: Sequence[tuple]) -> List[Tuple[float, float, int, flo
     if not history:
         raise ValueError("history must contain at least one (noise_multiplier, sample_rate, steps, ...) entry")
     segs = [parse_segment(entry) for entry in history]
+    if any(s.noiseless for s in segs):
+        raise ValueError("noise_multiplier must be > 0 in paper mode (noise_multiplier=0 gives epsilon=inf)")
     return [(s.noise_multiplier, s.sample_rate, s.steps, s.beta) for s in segs]
 
 
