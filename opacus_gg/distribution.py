@@ -338,23 +338,34 @@ def log_prob(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
     return -np.abs(x / scale) ** beta / beta - log_z
 
 
-def _half_tail(x: np.ndarray, beta: float, scale: float) -> np.ndarray:
-    """P(X > |x|) = ½ Q(1/β, |x|^β/(β s^β)) with Q the regularized upper incomplete gamma."""
-    return 0.5 * special.gammaincc(1.0 / beta, np.abs(x / scale) ** beta / beta)
+def sf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
+    r"""Survival function P(X > x) = ½ Q(1/β, |x|^β/(β s^β)) for x ≥ 0 and 1 − that for x < 0.
 
-
-def cdf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
-    r"""F(x) = ½ + sign(x)/2 · P(1/β, |x|^β/(β s^β)), computed from the tail for accuracy."""
+    Q is the regularized upper incomplete gamma; for z = |x|^β/(β s^β) < 1.5 (Q ≳ 0.1) it is computed as
+    1 − P(1/β, z), as accurate there and faster than scipy's Q near z = 1. Closed forms at β = 2
+    (Φ(−x/s), ``ndtr``) and β = 1 (½ e^{−|x|/s}). Each tail is computed directly (relative accuracy in both).
+    """
     beta = validate_beta(beta)
     scale = validate_scale(scale)
     x = np.asarray(x, dtype=np.float64)
-    tail = _half_tail(x, beta, scale)
-    return np.where(x < 0, tail, 1.0 - tail)
+    if scale != 1.0:
+        x = x / scale
+    if beta == 2.0:  # standard normal
+        return special.ndtr(-x)
+    if beta == 1.0:  # Laplace(1)
+        return np.where(x >= 0, 0.5 * np.exp(-np.abs(x)), 1.0 - 0.5 * np.exp(-np.abs(x)))
+    z = np.abs(x) ** beta / beta
+    small = z < 1.5
+    q = np.empty_like(z)
+    q[small] = 1.0 - special.gammainc(1.0 / beta, z[small])
+    q[~small] = special.gammaincc(1.0 / beta, z[~small])
+    half = 0.5 * q
+    return np.where(x >= 0, half, 1.0 - half)
 
 
-def sf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
-    r"""Survival function 1 - F(x) = F(-x) (symmetry), accurate in the upper tail."""
-    return cdf(-np.asarray(x, dtype=np.float64), beta, scale)
+def cdf(x: ArrayLike, beta: float, scale: float) -> np.ndarray:
+    r"""F(x) = P(X ≤ x) = sf(−x) (symmetry), accurate in both tails."""
+    return sf(-np.asarray(x, dtype=np.float64), beta, scale)
 
 
 def variance(beta: float, scale: float) -> float:

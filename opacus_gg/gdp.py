@@ -23,7 +23,8 @@ import numpy as np
 from scipy import optimize
 from scipy.stats import norm
 
-from .rdp import _per_coordinate_shift, log_moment, shift_shapes
+from .accountants.shapes import per_coordinate_shift
+from .rdp import log_moment, shift_shapes
 from .validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -68,7 +69,7 @@ def chi_squared(
     sigma = validate_positive(noise_multiplier, "noise_multiplier")
     k = validate_positive_int(k, "k")
     p = validate_clip_norm_p(clip_norm_p, beta)
-    log_m2 = k * log_moment(2.0, _per_coordinate_shift(sigma, k, p), beta)
+    log_m2 = k * log_moment(2.0, per_coordinate_shift(sigma, k, p), beta)
     return math.expm1(log_m2) if log_m2 < 700 else math.inf
 
 

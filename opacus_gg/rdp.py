@@ -20,8 +20,9 @@ Poisson subsampling with rate q, integer order α ≥ 2:
 
 RDP(α) = log(·)/(α-1), composed over T steps (×T), maximised over both directions and over the evaluated
 shift shapes, then converted to (ε, δ) with Opacus's ``get_privacy_spent`` (Balle et al. 2020). This is an
-**RDP upper bound for the evaluated shift shapes**: a guarantee when ``dim == 1`` or β = p = 2 (all shapes
-agree); for β ≠ 2 in dim > 1 only the evaluated shapes (k = 1, dim and a geometric grid between) are covered.
+**RDP upper bound for the evaluated shift shapes**, the same shapes and the same certification rule as the
+PRV accountant (:mod:`opacus_gg.accountants.shapes`: spreads k ∈ {1, 2, 4, …} ∪ {dim}, exact reductions at
+β = 2 and p = ∞).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, optimize, special
 
+from .accountants.shapes import is_certified, per_coordinate_shift, shape_ks
 from .validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -120,19 +122,11 @@ def renyi_divergence(alpha: float, a: float, beta: float) -> float:
     return log_moment(alpha, a, beta) / (alpha - 1.0)
 
 
-def shift_shapes(dim: int, beta: float, clip_norm_p: Optional[float] = None, n_grid: int = 8) -> List[int]:
-    """Shift shapes evaluated: k = 1, k = dim and a geometric grid between (a single shape when β = p = 2)."""
+def shift_shapes(dim: int, beta: float, clip_norm_p: Optional[float] = None) -> List[int]:
+    """Shift shapes evaluated: the spreads k of :func:`opacus_gg.accountants.shapes.shape_ks` (shared)."""
     dim = validate_positive_int(dim, "dim")
-    p = validate_clip_norm_p(clip_norm_p, validate_beta(beta))
-    if dim == 1 or (beta == 2.0 and p == 2.0):
-        return [1]
-    grid = np.unique(np.round(np.geomspace(1, dim, n_grid)).astype(np.int64))
-    return sorted(set(int(k) for k in grid) | {1, dim})
-
-
-def _per_coordinate_shift(noise_multiplier: float, k: int, p: float) -> float:
-    a = 1.0 / noise_multiplier
-    return a if math.isinf(p) else a / k ** (1.0 / p)
+    beta = validate_beta(beta)
+    return shape_ks(beta, dim, validate_clip_norm_p(clip_norm_p, beta))
 
 
 def subsampled_rdp(
@@ -150,7 +144,7 @@ def subsampled_rdp(
     orders = [int(o) for o in orders]
     if any(o < 2 for o in orders):
         raise ValueError("orders must be integers ≥ 2")
-    a_k = _per_coordinate_shift(sigma, int(k), p)
+    a_k = per_coordinate_shift(sigma, int(k), p)
     max_order = max(orders)
     logm = np.array([k * log_moment(j, a_k, beta) for j in range(max_order + 1)])  # log M_k(j)
     if logm[2] <= 0.0:  # no shift: χ² = 0
@@ -189,7 +183,7 @@ class RDPReport:
     direction: str
     shape_k: int
     shapes: List[int]
-    certified: bool  # True when the evaluated shapes are all the shapes (dim == 1, or β = p = 2)
+    certified: bool  # opacus_gg.accountants.shapes.is_certified (the accountant's rule)
     label: str = "RDP upper bound (for the evaluated shift shapes)"
     details: dict = field(default_factory=dict)
 
@@ -225,7 +219,7 @@ def compute_rdp_epsilon(
             if best is None or eps > best.epsilon:
                 best = RDPReport(
                     epsilon=eps, delta=delta, order=float(order), direction=direction, shape_k=k,
-                    shapes=shapes, certified=(dim == 1 or (beta == 2.0 and p == 2.0)),
+                    shapes=shapes, certified=is_certified(beta, dim, p),
                 )
     assert best is not None
     best.details = {"per_shape_direction_epsilon": per_shape}

@@ -4,14 +4,20 @@ one-step δ(ε) curve rises above the envelope the accountant composes."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import numpy as np
 import pytest
 
 from opacus_gg.accountants import compute_epsilon
-from opacus_gg.accountants.composition import PairSegment, Segment, compose_history, one_step_delta
-from opacus_gg.accountants.pairs import product_pair
+from opacus_gg.accountants.composition import compose_history
+from opacus_gg.accountants.history import PairSegment, Segment
+from opacus_gg.accountants.profile import one_step_delta
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gg_products import product_pair  # noqa: E402  (test-only helper)
 
 SIGMA, Q, T, DELTA, EPS_ERR = 1.0, 0.05, 50, 1e-5, 0.05
 

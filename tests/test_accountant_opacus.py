@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from opacus.accountants import PRVAccountant, create_accountant
+from opacus.accountants import PRVAccountant, RDPAccountant, create_accountant
 from opacus.accountants.utils import get_noise_multiplier as opacus_get_noise_multiplier
 
 from opacus_gg.accountants import GGPRVAccountant, compute_epsilon, compute_epsilon_history
@@ -57,12 +57,17 @@ def test_heterogeneous_history_matches_opacus():
 def test_registry_and_accountant_steps_match_function():
     acc = create_accountant("gg_prv")
     assert isinstance(acc, GGPRVAccountant) and acc.mechanism() == "gg_prv"
-    assert acc.get_epsilon(1e-5) == 0.0  # empty history
+    assert acc.get_epsilon(1e-5) == 0.0 == RDPAccountant().get_epsilon(1e-5)  # empty history, as Opacus's RDP
+    rdp = RDPAccountant()
     for _ in range(200):
         acc.step(noise_multiplier=1.0, sample_rate=0.02)
+        rdp.step(noise_multiplier=1.0, sample_rate=0.02)
     for _ in range(100):
         acc.step(noise_multiplier=1.5, sample_rate=0.02)
-    assert len(acc) == 300 and len(acc.history) == 2
+        rdp.step(noise_multiplier=1.5, sample_rate=0.02)
+    # len() counts history entries, as Opacus's accountants do; the steps are in the entries
+    assert len(acc) == len(rdp) == len(acc.history) == 2
+    assert sum(e[2] for e in acc.history) == 300
     ref = _opacus_eps([(1.0, 0.02, 200), (1.5, 0.02, 100)], 1e-5)
     assert abs(acc.get_epsilon(1e-5) / ref - 1) < 0.005
 
@@ -77,7 +82,7 @@ def test_state_dict_round_trip():
     other.load_state_dict(sd)
     assert other.history == acc.history
     assert (other.beta, other.dim, other.clip_norm_p) == (1.5, 8, 2.0)
-    assert len(other) == 51
+    assert len(other) == 2 and sum(e[2] for e in other.history) == 51
     assert other.get_epsilon(1e-5) == acc.get_epsilon(1e-5)
     bad = dict(sd)
     bad["mechanism"] = "prv"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
+from opacus.data_loader import DPDataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg.accountants import compute_delta, compute_epsilon, compute_epsilon_history, get_noise_multiplier
+from opacus_gg.accountants import solver
 
 
 @pytest.mark.parametrize("target,beta,q,steps", [(1.0, 2.0, 0.02, 200), (3.0, 1.5, 0.01, 300), (0.5, 1.0, 0.05, 50)])
@@ -42,7 +48,6 @@ def test_delta_and_epsilon_agree():
     "kwargs,name",
     [
         (dict(noise_multiplier=-1.0), "noise_multiplier"),
-        (dict(noise_multiplier=0.0), "noise_multiplier"),
         (dict(sample_rate=0.0), "sample_rate"),
         (dict(sample_rate=1.5), "sample_rate"),
         (dict(delta=1.0), "delta"),
@@ -91,3 +96,64 @@ def test_accountant_warns_when_epsilon_is_not_certified():
         _w.simplefilter("always")
         ok.get_epsilon(1e-5)
     assert not any("NOT a certified guarantee" in str(r.message) for r in rec)
+
+
+def test_solver_accounts_every_step_training_runs_75_batches_3_epochs():
+    """Issue 13: 75 batches × 3 epochs at β = 1.5, target ε = 3; int(3/(1/75)) = 224 undercounts the 225 run."""
+    dl = DPDataLoader.from_data_loader(DataLoader(TensorDataset(torch.zeros(75, 1)), batch_size=1))
+    q = 1.0 / 75
+    sigma = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=q, epochs=3, beta=1.5)
+    run = 3 * len(dl)
+    assert run == 225
+    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=run, delta=1e-5, beta=1.5).epsilon
+    assert eps <= 3.0
+
+
+def test_solver_steps_never_below_what_opacus_loader_runs(monkeypatch):
+    """The steps the solver accounts (observed by a spy on its ε function) are ≥ epochs × len(DPDataLoader)."""
+    seen = []
+
+    def spy(**kw):  # ε(σ) = 1/σ: decreasing, cheap; the test is about the ``steps`` argument only
+        seen.append(kw["steps"])
+        return type("R", (), {"epsilon": 1.0 / kw["noise_multiplier"]})()
+
+    monkeypatch.setattr(solver, "compute_epsilon", spy)
+    for n_batches in list(range(1, 120)) + [235, 469, 1000, 3907]:
+        dl = DPDataLoader.from_data_loader(DataLoader(TensorDataset(torch.zeros(n_batches, 1)), batch_size=1))
+        for epochs in (1, 2, 3, 7, 10):
+            seen.clear()
+            solver.get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=1.0 / len(dl),
+                                        epochs=epochs)
+            assert seen and set(seen) == {seen[0]}
+            assert seen[0] >= epochs * len(dl), (n_batches, epochs, seen[0])
+
+
+def test_noise_multiplier_zero_gives_infinite_epsilon_with_a_warning():
+    from opacus_gg.accountants import GGPRVAccountant
+
+    with pytest.warns(UserWarning, match="noise_multiplier=0"):
+        rep = compute_epsilon(noise_multiplier=0.0, sample_rate=0.1, steps=10, delta=1e-5)
+    assert rep.epsilon == math.inf and rep.epsilon_upper == math.inf
+    acc = GGPRVAccountant()
+    hook = acc.get_optimizer_hook_fn(sample_rate=0.1)
+    opt = type("Opt", (), {"noise_multiplier": 0.0, "beta": 1.5, "dim": 4, "clip_norm_p": 1.5})()
+    hook(opt)  # what optimizer.step() calls: records the step instead of raising
+    acc.step(noise_multiplier=1.0, sample_rate=0.1, beta=1.5, dim=4)
+    assert [e[0] for e in acc.history] == [0.0, 1.0]
+    with pytest.warns(UserWarning, match="no noise"):
+        assert acc.get_epsilon(1e-5) == math.inf
+    with pytest.warns(UserWarning):
+        assert acc.get_epsilon_report(1e-5).epsilon == math.inf
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        acc.step(noise_multiplier=-0.5, sample_rate=0.1)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        compute_epsilon(noise_multiplier=0.0, sample_rate=0.1, steps=10, delta=1e-5, mode="paper")
+
+
+def test_noise_multiplier_zero_delta_is_the_limit_of_small_noise():
+    """σ = 0: δ(ε) = 1 − (1 − q)^T exactly; small σ gives a δ below it and close to it."""
+    q, T = 0.1, 10
+    d0 = compute_delta(epsilon=1.0, noise_multiplier=0.0, sample_rate=q, steps=T)
+    assert d0 == pytest.approx(1 - (1 - q) ** T, rel=1e-12)
+    d_small = compute_delta(epsilon=1.0, noise_multiplier=0.2, sample_rate=q, steps=T)
+    assert 0.9 * d0 <= d_small <= d0

@@ -15,7 +15,8 @@ from scipy import stats
 from opacus.accountants import PRVAccountant
 from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV
 
-from opacus_gg.accountants import sampled as S
+from opacus_gg.accountants import compute_epsilon
+from opacus_gg.accountants import paper as S
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -205,15 +206,7 @@ def test_bad_n_samples():
 
 
 # ----------------------------------------------------------------- the EpsilonReport (accountant package)
-def _report_api():
-    try:
-        from opacus_gg.accountants import EpsilonReport  # noqa: F401
-    except ImportError:
-        pytest.skip("opacus_gg.accountants.EpsilonReport has not landed yet")
-
-
 def test_paper_epsilon_report_labels():
-    _report_api()
     with pytest.warns(UserWarning, match="NOT a privacy guarantee"):
         rep = S.paper_epsilon_report([(1.0, 0.05, 50, 1.5, 1000, 1.5)], 1e-5, n_samples=200_000, n_replicates=2)
     assert rep.mode == "paper" and rep.certified is False
@@ -228,11 +221,7 @@ def test_paper_epsilon_report_labels():
 
 
 def test_sampled_agrees_with_certified_one_hot():
-    # the exact one-hot (dim = 1) certified value, when the accountant is there
-    try:
-        from opacus_gg.accountants import compute_epsilon
-    except ImportError:
-        pytest.skip("opacus_gg.accountants.compute_epsilon has not landed yet")
+    # the exact one-hot (dim = 1) certified value
     sigma, q, T, delta = 1.0, 0.05, 200, 1e-5
     cert = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=T, delta=delta, beta=1.5, dim=1)
     d = _details(((sigma, q, T, 1.5),), delta, N // 2)

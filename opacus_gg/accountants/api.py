@@ -1,4 +1,4 @@
-r"""Public functions: ε (certified or paper mode), δ(ε), and the σ solver.
+r"""Public functions: ε (certified or paper mode) and δ(ε); the σ solver is in :mod:`.solver`.
 
 A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``
 (3-tuples ``(σ, q, steps)`` mean β = 2, d = 1, p = β, as Opacus writes them). The certified ε is
@@ -14,56 +14,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
-from ..validation import (
-    validate_beta,
-    validate_clip_norm_p,
-    validate_delta,
-    validate_epsilon,
-    validate_noise_multiplier,
-    validate_positive_int,
-    validate_sample_rate,
-)
-from .composition import Segment, compose_delta, compose_history
+from ..validation import validate_delta
+from .composition import compose_delta, compose_history
+from .history import normalize_history
 from .report import EpsilonReport
-from .shapes import warn_if_dimension_dependent
+from .shapes import NOT_CERTIFIED_REASON, is_certified, warn_if_dimension_dependent
 
-__all__ = ["compute_epsilon", "compute_epsilon_history", "compute_delta", "get_noise_multiplier", "normalize_history"]
+__all__ = ["compute_epsilon", "compute_epsilon_history", "compute_delta"]
 
 MODES = ("certified", "paper")
-
-
-def _segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] = (2.0, 1, None)) -> Segment:
-    """Validate one history entry (σ, q, steps[, β, d, p]) into a :class:`Segment`."""
-    if len(entry) not in (3, 4, 5, 6):
-        raise ValueError(
-            "history entries must be (noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p]), "
-            f"got {entry!r}"
-        )
-    entry = list(entry) + [None] * (6 - len(entry))
-    sigma, q, steps, beta, dim, p = entry
-    beta = validate_beta(defaults[0] if beta is None else beta)
-    dim = validate_positive_int(defaults[1] if dim is None else dim, "dim")
-    p = validate_clip_norm_p(defaults[2] if p is None else p, beta)
-    sigma = validate_noise_multiplier(sigma)
-    if sigma == 0:
-        raise ValueError("noise_multiplier must be > 0 for accounting (noise_multiplier=0 gives epsilon=inf)")
-    q = validate_sample_rate(q)
-    steps = validate_positive_int(steps, "steps")
-    return Segment(float(sigma), float(q), steps, float(beta), dim, float(p))
-
-
-def normalize_history(history: Sequence[Sequence], defaults=(2.0, 1, None)) -> List[Segment]:
-    """Validate entries and merge consecutive identical segments."""
-    segs: List[Segment] = []
-    for entry in history:
-        s = _segment(entry, defaults)
-        if segs and segs[-1].mechanism_key == s.mechanism_key and segs[-1].sample_rate == s.sample_rate:
-            last = segs.pop()
-            s = Segment(s.noise_multiplier, s.sample_rate, last.steps + s.steps, s.beta, s.dim, s.clip_norm_p)
-        segs.append(s)
-    return segs
 
 
 def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float]) -> Tuple[float, float]:
@@ -78,11 +39,6 @@ def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float
     return eps_error, delta_error
 
 
-def _direction_certified(seg: Segment) -> bool:
-    """Whether the worst case over all shift directions is covered (see docs/accounting.md)."""
-    return seg.beta <= 2.0 or seg.dim == 1 or math.isinf(seg.clip_norm_p)
-
-
 def compute_epsilon_history(
     history: Sequence[Sequence],
     delta: float,
@@ -94,7 +50,7 @@ def compute_epsilon_history(
 ) -> EpsilonReport:
     r"""ε(δ) of a history of Poisson-subsampled GG steps (certified: max over add/remove of ε_upper).
 
-    ``mode="paper"`` delegates to :func:`opacus_gg.accountants.sampled.paper_epsilon_report` (the GG
+    ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2).
     """
     delta = validate_delta(delta)
@@ -103,18 +59,20 @@ def compute_epsilon_history(
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     segs = normalize_history(history)
     if mode == "paper":
-        from .sampled import paper_epsilon_report  # lazy: owned by the paper-mode module
+        from .paper import paper_epsilon_report  # lazy: paper mode draws Monte Carlo samples with torch
 
         hist = [(s.noise_multiplier, s.sample_rate, s.steps, s.beta, s.dim, s.clip_norm_p) for s in segs]
         return paper_epsilon_report(hist, delta, eps_error=eps_error, delta_error=delta_error, **paper_kwargs)
     if not segs:
         return EpsilonReport(epsilon=0.0, epsilon_lower=0.0, epsilon_estimate=0.0, epsilon_upper=0.0, delta=delta,
                              details={"empty_history": True})
+    if any(s.noiseless for s in segs):
+        return _noiseless_report(segs, delta)
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
     worst = max(results, key=lambda r: r.epsilon_upper)
-    uncertified = [s for s in segs if not _direction_certified(s)]
+    uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     scores = worst.shape_scores
     shape_k = max(scores, key=scores.get) if scores else 1
     details = {
@@ -129,10 +87,7 @@ def compute_epsilon_history(
         "shapes": sorted(int(k) for k in scores),
     }
     if uncertified:
-        details["not_certified_reason"] = (
-            "beta > 2 with dim > 1 and finite clip_norm_p: the envelope covers equal-spread shifts only, and "
-            "unequal shifts were measured to exceed its one-step delta by up to ~10% (docs/accounting.md)"
-        )
+        details["not_certified_reason"] = NOT_CERTIFIED_REASON
     return EpsilonReport(
         epsilon=worst.epsilon_upper,
         epsilon_lower=worst.epsilon_lower,
@@ -145,6 +100,25 @@ def compute_epsilon_history(
         shape_k=int(shape_k),
         details=details,
     )
+
+
+def _noiseless_report(segs, delta: float) -> EpsilonReport:
+    r"""ε = ∞ for a history with a σ = 0 segment (with a UserWarning saying why), as Opacus reports σ = 0.
+
+    ∞ is always a valid bound. It is also the exact ε(δ) whenever δ < 1 − (1 − q)^{T_0} (T_0 noiseless steps
+    at rate q): without noise, with probability 1 − (1 − q)^{T_0} some noiseless step samples the example and
+    its output has probability 0 without it, so δ(ε) ≥ 1 − (1 − q)^{T_0} for every finite ε.
+    """
+    steps = sum(s.steps for s in segs if s.noiseless)
+    warnings.warn(
+        f"noise_multiplier=0 in {steps} step(s): no noise was added, so epsilon is infinite (no privacy "
+        "guarantee for this training run)",
+        UserWarning,
+        stacklevel=3,
+    )
+    inf = math.inf
+    return EpsilonReport(epsilon=inf, epsilon_lower=inf, epsilon_estimate=inf, epsilon_upper=inf, delta=delta,
+                         mode="certified", scope="proven", details={"noiseless_steps": steps})
 
 
 def compute_epsilon(
@@ -183,118 +157,18 @@ def compute_delta(
     clip_norm_p: Optional[float] = None,
     eps_error: float = 0.01,
 ) -> float:
-    r"""Certified upper bound on δ(ε) = max over add/remove of the dominating composed δ (+ tail slack)."""
+    r"""Certified upper bound on δ(ε) = max over add/remove of the dominating composed δ (+ tail slack).
+
+    σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
+    T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
+    """
     epsilon = float(epsilon)
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon!r}")
     segs = normalize_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)])
+    if segs[0].noiseless:
+        q, t = segs[0].sample_rate, segs[0].steps
+        return 1.0 if q == 1.0 else float(-math.expm1(t * math.log1p(-q)))
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))
-
-
-def get_noise_multiplier(
-    *,
-    target_epsilon: float,
-    target_delta: float,
-    sample_rate: float,
-    steps: Optional[int] = None,
-    epochs: Optional[float] = None,
-    beta: float = 2.0,
-    dim: int = 1,
-    clip_norm_p: Optional[float] = None,
-    mode: str = "certified",
-    epsilon_tolerance: float = 0.01,
-    eps_error: float = 0.01,
-    sigma_min: float = 0.05,
-    sigma_max: float = 1e4,
-) -> float:
-    r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then bisection.
-
-    Returns the σ at the safe end of the bracket, so ε(σ) ≤ target_epsilon always holds (for the same
-    eps_error) and target_epsilon − ε(σ) ≤ epsilon_tolerance unless σ hits ``sigma_min``. Settings the
-    numerics refuse are treated as ε = ∞ (the safe side). ValueError if even ``sigma_max`` misses the target.
-    """
-    target_epsilon = validate_epsilon(target_epsilon)
-    target_delta = validate_delta(target_delta, "target_delta")
-    sample_rate = validate_sample_rate(sample_rate)
-    if (steps is None) == (epochs is None):
-        raise ValueError("get_noise_multiplier takes exactly one of steps or epochs")
-    if steps is None:
-        epochs = float(epochs)
-        if not (math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a finite number > 0, got {epochs!r}")
-        steps = max(1, int(epochs / sample_rate))
-    steps = validate_positive_int(steps, "steps")
-    epsilon_tolerance = float(epsilon_tolerance)
-    if not (epsilon_tolerance > 0):
-        raise ValueError(f"epsilon_tolerance must be > 0, got {epsilon_tolerance!r}")
-
-    def eps(sigma: float) -> float:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                return compute_epsilon(
-                    noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
-                    beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
-                ).epsilon
-        except (ValueError, RuntimeError, FloatingPointError, OverflowError):
-            return math.inf
-
-    warn_if_dimension_dependent(validate_beta(beta), dim, validate_clip_norm_p(clip_norm_p, beta))
-    hi = 1.0
-    e_hi = eps(hi)
-    lo = None
-    e_lo = math.inf
-    while e_hi > target_epsilon:
-        lo, e_lo = hi, e_hi
-        hi *= 2.0
-        if hi > sigma_max:
-            raise ValueError(
-                f"target_epsilon={target_epsilon} is unreachable: noise_multiplier={hi / 2:g} gives epsilon="
-                f"{e_hi:.4g} (beta={beta}, dim={dim}, clip_norm_p={clip_norm_p}, steps={steps}, "
-                f"sample_rate={sample_rate}, target_delta={target_delta})"
-            )
-        e_hi = eps(hi)
-    if lo is None:  # ε(1) ≤ target: shrink σ until the target is exceeded
-        lo = hi / 2.0
-        while True:
-            e_lo = eps(lo)
-            if e_lo > target_epsilon:
-                break
-            hi, e_hi = lo, e_lo
-            if lo <= sigma_min:
-                return hi
-            lo = max(lo / 2.0, sigma_min)
-    # Invariant: e_lo > target ≥ e_hi, lo < hi. Only a σ with a computed ε(σ) ≤ target is ever returned.
-    slow = 0
-    while target_epsilon - e_hi > epsilon_tolerance and hi - lo > 1e-6 * hi:
-        mid = _next_probe(lo, e_lo, hi, e_hi, target_epsilon, epsilon_tolerance, bisect=slow >= 2)
-        width = hi - lo
-        e_mid = eps(mid)
-        if e_mid <= target_epsilon:
-            hi, e_hi = mid, e_mid
-        else:
-            lo, e_lo = mid, e_mid
-        slow = slow + 1 if hi - lo > 0.5 * width else 0
-    return hi
-
-
-def _next_probe(lo: float, e_lo: float, hi: float, e_hi: float, target: float, tol: float, bisect: bool) -> float:
-    """Next σ in (lo, hi): secant in (log σ, log ε) aimed at target − tol/2, safeguarded; bisection if asked.
-
-    ε(σ) is decreasing and close to a power law locally, so this needs a few probes where bisection needs
-    ~log2(width/tol); after two steps that did not halve the bracket the caller asks for bisection.
-    """
-    mid = 0.5 * (lo + hi)
-    if bisect or not (math.isfinite(e_lo) and e_lo > 0 and e_hi > 0):
-        return mid
-    goal = max(target - 0.5 * tol, 0.5 * (target + e_hi))
-    x_lo, x_hi = math.log(lo), math.log(hi)
-    y_lo, y_hi = math.log(e_lo), math.log(e_hi)
-    if not (y_lo > y_hi):
-        return mid
-    x = x_hi + (math.log(goal) - y_hi) * (x_lo - x_hi) / (y_lo - y_hi)
-    guess = math.exp(x)
-    margin = 0.02 * (hi - lo)
-    return min(max(guess, lo + margin), hi - margin)

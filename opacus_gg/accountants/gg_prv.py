@@ -15,7 +15,8 @@ from typing import Callable, Optional
 from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_positive_int
-from .api import _segment, compute_epsilon_history
+from .api import compute_epsilon_history
+from .history import append_step, parse_segment
 from .report import EpsilonReport
 
 __all__ = ["GGPRVAccountant"]
@@ -40,15 +41,10 @@ class GGPRVAccountant(IAccountant):
 
     def step(self, *, noise_multiplier: float, sample_rate: float, beta: Optional[float] = None,
              dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
-        """Record one step (validated); merges with the last entry when all parameters agree."""
-        s = _segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p), self._defaults())
-        entry = (s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p)
-        if self.history:
-            last = tuple(self.history[-1])
-            if len(last) == 6 and (last[0], last[1], last[3], last[4], last[5]) == entry:
-                self.history[-1] = (last[0], last[1], last[2] + 1, last[3], last[4], last[5])
-                return
-        self.history.append((s.noise_multiplier, s.sample_rate, 1, s.beta, s.dim, s.clip_norm_p))
+        """Record one step (validated; σ = 0 is recorded and gives ε = ∞); merges with the last entry when
+        all parameters agree."""
+        append_step(self.history, parse_segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p),
+                                                self._defaults()))
 
     def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                            mode: str = "certified", **kwargs) -> EpsilonReport:
@@ -64,7 +60,9 @@ class GGPRVAccountant(IAccountant):
 
     def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                     **kwargs) -> float:
-        """Upper bound on ε at δ (0 for an empty history); warns loudly when it is not certified.
+        """Upper bound on ε at δ; warns loudly when it is not certified.
+
+        Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0 step: ``math.inf`` with a UserWarning.
 
         The number is certified unless the history contains settings the accountant cannot certify
         (β > 2 with finite ``clip_norm_p`` and d > 1): then a ``UserWarning`` says "NOT a certified
@@ -78,8 +76,9 @@ class GGPRVAccountant(IAccountant):
         return report.epsilon
 
     def __len__(self) -> int:
-        """Total number of steps (not segments)."""
-        return int(sum(int(e[2]) for e in self.history))
+        """Number of history entries (segments of identical steps), as Opacus's accountants define it;
+        the number of steps is ``sum(entry[2] for entry in history)``."""
+        return len(self.history)
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable:
         """Hook reading σ, β, p, d from the optimizer; q = sample_rate × accumulated_iterations."""

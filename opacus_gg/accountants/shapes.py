@@ -1,4 +1,6 @@
-r"""Candidate worst-case shift shapes for d-dimensional GG noise under ℓp clipping.
+r"""Candidate worst-case shift shapes for d-dimensional GG noise under ℓp clipping, and when they certify.
+
+The one definition used by the PRV accountant, :mod:`opacus_gg.rdp` and :mod:`opacus_gg.gdp`.
 
 Units: noise GG(β, 1) per coordinate, sensitivity m = 1/noise_multiplier. A shift μ with ‖μ‖_p ≤ m
 spread equally over k coordinates has a_k = m·k^{−1/p} per coordinate (p = ∞: a_k = m); its privacy
@@ -18,34 +20,65 @@ import math
 import warnings
 from typing import List, Tuple
 
-__all__ = ["candidate_shapes", "warn_if_dimension_dependent"]
+__all__ = ["shape_ks", "per_coordinate_shift", "candidate_shapes", "is_certified", "NOT_CERTIFIED_REASON",
+           "warn_if_dimension_dependent"]
+
+#: why a setting with ``is_certified(...) == False`` is not certified (reports carry it in ``details``)
+NOT_CERTIFIED_REASON = (
+    "beta > 2 with dim > 1 and finite clip_norm_p: the envelope covers equal-spread shifts only, and "
+    "unequal shifts were measured to exceed its one-step delta by up to ~10% (docs/accounting.md)"
+)
 
 
-def candidate_shapes(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> List[Tuple[int, float, bool]]:
-    r"""List of (k, a, exact_1d): shape spread over k coordinates with per-coordinate shift a.
-
-    ``exact_1d`` marks a shape that equals the one-coordinate pair with shift ``a`` (β = 2 reduction).
-    """
-    m = 1.0 / noise_multiplier
+def shape_ks(beta: float, dim: int, clip_norm_p: float) -> List[int]:
+    r"""The spreads k evaluated: [1] (β = 2, p ≤ 2, or d = 1), [d] (β = 2 with p > 2, or p = ∞),
+    else {1, 2, 4, …} ∪ {d}."""
     p = clip_norm_p
+    if dim == 1:
+        return [1]
     if beta == 2.0:
-        if p <= 2.0 or dim == 1:
-            return [(1, m, True)]
-        return [(dim, m * dim ** (0.5 - 1.0 / p), True)]
+        return [1] if p <= 2.0 else [dim]
     if math.isinf(p):
-        return [(dim, m, dim == 1)]
+        return [dim]
     ks = []
     k = 1
     while k < dim:
         ks.append(k)
         k *= 2
     ks.append(dim)
-    return [(k, m * k ** (-1.0 / p), k == 1) for k in ks]
+    return ks
+
+
+def per_coordinate_shift(noise_multiplier: float, k: int, clip_norm_p: float) -> float:
+    r"""a_k = m·k^{−1/p} with m = 1/noise_multiplier (p = ∞: a_k = m)."""
+    m = 1.0 / noise_multiplier
+    return m if math.isinf(clip_norm_p) else m * k ** (-1.0 / clip_norm_p)
+
+
+def candidate_shapes(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> List[Tuple[int, float, bool]]:
+    r"""List of (k, a, exact_1d): shape spread over k coordinates with per-coordinate shift a.
+
+    ``exact_1d`` marks a shape that equals the one-coordinate pair with shift ``a`` (β = 2 reduction:
+    a = ‖μ‖_2 = √k·a_k; and k = 1).
+    """
+    out = []
+    for k in shape_ks(beta, dim, clip_norm_p):
+        if beta == 2.0 and k > 1:  # ‖μ‖_2 = m·k^{1/2−1/p}
+            out.append((k, (1.0 / noise_multiplier) * k ** (0.5 - 1.0 / clip_norm_p), True))
+        else:
+            out.append((k, per_coordinate_shift(noise_multiplier, k, clip_norm_p), k == 1))
+    return out
+
+
+def is_certified(beta: float, dim: int, clip_norm_p: float) -> bool:
+    """Whether the shapes of :func:`shape_ks` are taken to cover every shift direction (docs/accounting.md):
+    β ≤ 2, d = 1, or p = ∞."""
+    return beta <= 2.0 or dim == 1 or math.isinf(clip_norm_p)
 
 
 def warn_if_dimension_dependent(beta: float, dim: int, clip_norm_p: float) -> None:
     """UserWarning for β > 2, d > 1, finite p: ε grows with d when p > 2, and is not certified over all directions."""
-    if beta > 2.0 and dim > 1 and not math.isinf(clip_norm_p):
+    if not is_certified(beta, dim, clip_norm_p):
         grows = (
             f"the worst-case shift spreads over many coordinates and epsilon grows with dim={dim} (the GG "
             "paper's dimension independence does not hold for beta != 2); " if clip_norm_p > 2.0 else ""

@@ -1,209 +1,42 @@
-r"""Non-subsampled privacy pairs (P, Q) of the GG mechanism and their hockey-stick curves.
+r"""Discrete privacy pairs on a uniform loss grid: dominating discretization, exact products, powers.
 
-Units: noise GG(β, 1) per coordinate (density ∝ exp(-|x|^β/β)), shift a per coordinate.
-One coordinate: Q = GG at 0, P = GG at a, privacy loss
-
-    ℓ_a(x) = log P(x)/Q(x) = (|x|^β − |x − a|^β)/β,   non-decreasing in x (strictly for β > 1;
-    for β = 1 it is −a on x ≤ 0, 2x − a on (0, a), a on x ≥ a: atoms at ±a).
-
-Every pair here exposes the hockey-stick divergences, for α ≥ 0,
-
-    H_pq(α) = ∫ (P − αQ)_+ = P(ℓ > log α) − α Q(ℓ > log α),
-    H_qp(α) = ∫ (Q − αP)_+,
-
-which determine the pair up to Blackwell equivalence. :class:`GGPair` evaluates them exactly from the
-GG survival function; :class:`DiscretePair` is a pair supported on a uniform grid of loss values plus
-atoms at ±∞ (P mass at +∞, Q mass at −∞). :func:`split_to_grid` turns any pair into a discrete pair
-that *dominates* it (every atom's P and Q masses are split between the two neighbouring grid points,
-preserving both: a refinement, so the original is a post-processing of the discrete pair — this is
-the "connect the dots" discretization of Doroshenko et al. 2022). Composition of discrete pairs
+:class:`DiscretePair` is a pair supported on a uniform grid of loss values plus atoms at ±∞ (P mass at
++∞, Q mass at −∞). :func:`split_to_grid` turns the exact one-coordinate pair into a discrete pair that
+*dominates* it (every atom's P and Q masses are split between the two neighbouring grid points,
+preserving both: a refinement, so the original is a post-processing of the discrete pair — the
+"connect the dots" discretization of Doroshenko et al. 2022). Composition of discrete pairs
 (convolution of the P-laws and, separately, of the Q-laws of the loss) is exact, so k-coordinate
-shapes are built by binary powering with a dominating re-gridding after every product.
+shapes are built by binary powering with a dominating re-gridding after every product
+(:func:`shape_pairs` builds the candidate shapes of :mod:`.shapes`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import special
 
-__all__ = ["GGPair", "DiscretePair", "inverse_loss", "split_to_grid", "power_pair", "shape_pair"]
+from ..distribution import cdf as gg_cdf
+from ..distribution import sf as gg_sf
+from .gg_pair import GGPair, _safe_log, inverse_loss
+from .shapes import candidate_shapes
 
-#: mass below which tails of exact laws are cut (cut mass is moved pessimistically)
-TAIL_MASS = 1e-30
+__all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair", "shape_pairs"]
+
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
-#: the same for convolved laws, kept above floating-point FFT noise (~1e-17 per point)
+#: mass below which tails of convolved laws are cut, kept above floating-point FFT noise (~1e-17 per point)
 CUT_MASS = 1e-24
-
-
-def _sf(x: np.ndarray, beta: float) -> np.ndarray:
-    """Survival function of GG(β, 1): P(X > x) (accurate in both tails)."""
-    x = np.asarray(x, dtype=np.float64)
-    if beta == 2.0:  # standard normal
-        return special.ndtr(-x)
-    if beta == 1.0:  # Laplace(1)
-        return np.where(x >= 0, 0.5 * np.exp(-np.abs(x)), 1.0 - 0.5 * np.exp(-np.abs(x)))
-    z = np.abs(x) ** beta / beta
-    # Q(1/β, z); for z < 1.5 (Q ≳ 0.1) 1 − P(1/β, z) is as accurate and avoids a slow scipy path near z = 1
-    small = z < 1.5
-    q = np.empty_like(z)
-    q[small] = 1.0 - special.gammainc(1.0 / beta, z[small])
-    q[~small] = special.gammaincc(1.0 / beta, z[~small])
-    half = 0.5 * q
-    return np.where(x >= 0, half, 1.0 - half)
-
-
-def _cdf(x: np.ndarray, beta: float) -> np.ndarray:
-    """CDF of GG(β, 1): P(X ≤ x) = sf(−x)."""
-    return _sf(-x, beta)
-
-
-def _loss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
-    """ℓ_a(x) = (|x|^β − |x − a|^β)/β."""
-    return (np.abs(x) ** beta - np.abs(x - a) ** beta) / beta
-
-
-def _dloss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
-    """ℓ_a'(x) = sign(x)|x|^{β−1} − sign(x−a)|x−a|^{β−1} (> 0 for β > 1)."""
-    b1 = beta - 1.0
-    return np.sign(x) * np.abs(x) ** b1 - np.sign(x - a) * np.abs(x - a) ** b1
-
-
-def inverse_loss(t: np.ndarray, a: float, beta: float) -> np.ndarray:
-    r"""x*(t) = sup{x : ℓ_a(x) ≤ t} (±∞ outside the range of ℓ_a), vectorized.
-
-    β = 2: x* = (t + a²/2)/a. β = 1: −∞ for t < −a, (t + a)/2 on [−a, a), +∞ for t ≥ a.
-    Otherwise a safeguarded Newton iteration on a bracket (ℓ_a is strictly increasing).
-    """
-    t = np.asarray(t, dtype=np.float64)
-    if beta == 2.0:
-        return (t + 0.5 * a * a) / a
-    if beta == 1.0:
-        x = (t + a) / 2.0
-        x = np.where(t < -a, -np.inf, x)
-        return np.where(t >= a, np.inf, x)
-    flat = t.ravel()
-    n = flat.size
-    if n > 4 * _ANCHOR_STRIDE and np.all(np.isfinite(flat)) and np.all(flat[1:] >= flat[:-1]):
-        # sorted input (the composition grids): solve every _ANCHOR_STRIDE-th point, then each point
-        # by the same safeguarded Newton iteration inside the exact bracket of its two anchors
-        # (x* is non-decreasing in t), warm-started by linear interpolation: same tolerance, fewer steps
-        ia = np.unique(np.concatenate([np.arange(0, n, _ANCHOR_STRIDE), [n - 1]]))
-        xa = inverse_loss(flat[ia], a, beta)
-        j = np.minimum(np.searchsorted(ia, np.arange(n), side="right") - 1, ia.size - 2)
-        l_idx, r_idx = ia[j], ia[j + 1]
-        lo = xa[j] - 1e-12 * (1.0 + np.abs(xa[j]))  # ℓ(lo) < t_left ≤ t
-        hi = xa[j + 1] + 1e-12 * (1.0 + np.abs(xa[j + 1]))  # ℓ(hi) > t_right ≥ t
-        dt = flat[r_idx] - flat[l_idx]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(dt > 0, (flat - flat[l_idx]) / dt, 0.5)
-        x = xa[j] + w * (xa[j + 1] - xa[j])
-        x = np.clip(x, lo, hi)
-        return _newton(flat, x, lo, hi, a, beta).reshape(t.shape)
-    x = np.full(flat.shape, 0.5 * a)
-    lo = np.full(flat.shape, 0.5 * a)
-    hi = np.full(flat.shape, 0.5 * a)
-    pos = flat > 0
-    # bracket: ℓ(a/2) = 0; expand geometrically
-    step = 1.0
-    for _ in range(200):
-        need = pos & (_loss(hi, a, beta) < flat)
-        if not need.any():
-            break
-        hi = np.where(need, 0.5 * a + step, hi)
-        step *= 2.0
-    step = 1.0
-    for _ in range(200):
-        need = (~pos) & (_loss(lo, a, beta) > flat)
-        if not need.any():
-            break
-        lo = np.where(need, 0.5 * a - step, lo)
-        step *= 2.0
-    lo = np.where(pos, np.where(hi > 0.5 * a, np.maximum(0.5 * a, 0.5 * a + 0.5 * (hi - 0.5 * a)), lo), lo)
-    lo = np.where(pos, np.where(_loss(lo, a, beta) > flat, 0.5 * a, lo), lo)
-    hi = np.where(~pos, np.where(lo < 0.5 * a, np.minimum(0.5 * a, 0.5 * a - 0.5 * (0.5 * a - lo)), hi), hi)
-    hi = np.where(~pos, np.where(_loss(hi, a, beta) < flat, 0.5 * a, hi), hi)
-    x = 0.5 * (lo + hi)
-    return _newton(flat, x, lo, hi, a, beta).reshape(t.shape)
-
-
-#: anchor spacing of the warm-started inverse on sorted grids
-_ANCHOR_STRIDE = 32
-
-
-def _newton(flat, x, lo, hi, a, beta):
-    """Safeguarded Newton for ℓ_a(x) = t on brackets lo ≤ x* ≤ hi (bisection when a step leaves them)."""
-    active = np.ones(flat.shape, dtype=bool)
-    for _ in range(200):
-        idx = np.nonzero(active)[0]
-        if idx.size == 0:
-            break
-        xi, li, hii, ti = x[idx], lo[idx], hi[idx], flat[idx]
-        f = _loss(xi, a, beta) - ti
-        li = np.where(f <= 0, xi, li)
-        hii = np.where(f > 0, xi, hii)
-        d = _dloss(xi, a, beta)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xn = xi - f / d
-        bad = ~np.isfinite(xn) | (xn <= li) | (xn >= hii)
-        xn = np.where(bad, 0.5 * (li + hii), xn)
-        done = (np.abs(xn - xi) <= 1e-14 * (1.0 + np.abs(xi))) | (hii - li <= 1e-15 * (1.0 + np.abs(xi)))
-        x[idx], lo[idx], hi[idx] = xn, li, hii
-        active[idx[done]] = False
-    return x
-
-
-def _safe_log(alpha: np.ndarray, pos: np.ndarray, log_alpha: Optional[np.ndarray]) -> np.ndarray:
-    """log α where α > 0 (0 elsewhere); a precomputed ``log_alpha`` (shared by all shapes) is used as is."""
-    if log_alpha is None:
-        return np.log(np.where(pos, alpha, 1.0))
-    return np.where(pos, log_alpha, 0.0)
-
-
-@dataclass(frozen=True)
-class GGPair:
-    """One coordinate: P = GG(β, 1) shifted by ``a`` > 0, Q = GG(β, 1); exact hockey-stick curves."""
-
-    a: float
-    beta: float
-
-    def cdf_pq(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(P(ℓ ≤ t), Q(ℓ ≤ t)) via x*(t): P(ℓ ≤ t) = F(x* − a), Q(ℓ ≤ t) = F(x*)."""
-        x = inverse_loss(t, self.a, self.beta)
-        return _cdf(x - self.a, self.beta), _cdf(x, self.beta)
-
-    def sf_pq(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(P(ℓ > t), Q(ℓ > t)) from the survival function (accurate in the upper tail)."""
-        x = inverse_loss(t, self.a, self.beta)
-        return _sf(x - self.a, self.beta), _sf(x, self.beta)
-
-    def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(P‖Q) = P(ℓ > log α) − α Q(ℓ > log α); = 1 − α for α ≤ 0 (``log_alpha``: log α if known)."""
-        alpha = np.asarray(alpha, dtype=np.float64)
-        pos = alpha > 0
-        t = _safe_log(alpha, pos, log_alpha)
-        sp, sq = self.sf_pq(t)
-        h = np.maximum(sp - alpha * sq, 0.0)
-        return np.where(pos, h, 1.0 - alpha)
-
-    def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(Q‖P) = H_α(P‖Q) by the reflection x ↦ a − x, which swaps P and Q."""
-        return self.h_pq(alpha, log_alpha)
-
-    def loss_window(self) -> Tuple[float, float]:
-        """Loss values outside of which both P and Q carry < TAIL_MASS."""
-        if self.beta == 1.0:
-            return -self.a, self.a
-        # |X| > r has mass Q(1/β, r^β/β); choose r with this below TAIL_MASS
-        r = (self.beta * special.gammainccinv(1.0 / self.beta, TAIL_MASS)) ** (1.0 / self.beta)
-        lo = float(_loss(np.array(-r), self.a, self.beta))
-        hi = float(_loss(np.array(self.a + r), self.a, self.beta))
-        return lo, hi
+#: threads building the shape pairs
+SHAPE_THREADS = min(2, os.cpu_count() or 1)
+#: number of loss grid points for the k > 1 shapes (see :func:`shape_pair`)
+SHAPE_GRID_POINTS = 1 << 13
 
 
 @dataclass
@@ -282,7 +115,7 @@ class DiscretePair:
         return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf)
 
     def window(self) -> Tuple[float, float]:
-        """Loss range outside of which both laws carry < TAIL_MASS."""
+        """Loss range outside of which both laws carry < CUT_MASS."""
         cw, cn = np.cumsum(self.omega), np.cumsum(self.nu)
         sw, sn = np.cumsum(self.omega[::-1])[::-1], np.cumsum(self.nu[::-1])[::-1]
         ts = self.ts
@@ -409,8 +242,8 @@ def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
     g = np.linspace(lo, hi, n)
     h = g[1] - g[0]
     x = inverse_loss(g, pair.a, pair.beta)  # one inverse for both the CDFs and the survival functions
-    cp, cq = _cdf(x - pair.a, pair.beta), _cdf(x, pair.beta)
-    sp, sq = _sf(x - pair.a, pair.beta), _sf(x, pair.beta)
+    cp, cq = gg_cdf(x - pair.a, pair.beta, 1.0), gg_cdf(x, pair.beta, 1.0)
+    sp, sq = gg_sf(x - pair.a, pair.beta, 1.0), gg_sf(x, pair.beta, 1.0)
     # bin masses: use the CDF in the lower half, the sf in the upper half (relative accuracy)
     pb = np.where(cp[1:] < 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
     qb = np.where(cq[1:] < 0.5, cq[1:] - cq[:-1], sq[:-1] - sq[1:])
@@ -450,7 +283,7 @@ def power_pair(base: DiscretePair, k: int, n: int) -> DiscretePair:
             if result is None:
                 result = power
             else:
-                result = _compose_aligned(result, power).regrid(n)
+                result = compose_aligned(result, power).regrid(n)
         k >>= 1
         if not k:
             break
@@ -458,7 +291,7 @@ def power_pair(base: DiscretePair, k: int, n: int) -> DiscretePair:
     return result
 
 
-def _compose_aligned(x: DiscretePair, y: DiscretePair) -> DiscretePair:
+def compose_aligned(x: DiscretePair, y: DiscretePair) -> DiscretePair:
     """Compose two pairs, first re-gridding the finer one onto the coarser spacing (dominating)."""
     if abs(x.h - y.h) <= 1e-12 * max(x.h, y.h):
         return x.compose(y)
@@ -476,19 +309,18 @@ def shape_pair(a: float, beta: float, k: int, n: int = 1 << 14) -> DiscretePair:
     return power_pair(split_to_grid(GGPair(a, beta), n), k, n)
 
 
-def product_pair(shifts, beta: float, n: int = 1 << 13):
-    r"""Pair of an arbitrary shift vector μ (coordinates |μ_i|): the product of one-coordinate pairs.
+@functools.lru_cache(maxsize=64)
+def shape_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[int, object], ...]:
+    """((k, pair), ...) for the candidate shapes; exact GGPair where the shape is one-dimensional."""
+    shapes = candidate_shapes(noise_multiplier, beta, dim, clip_norm_p)
 
-    A single non-zero coordinate gives the exact :class:`GGPair`; otherwise a dominating
-    :class:`DiscretePair` (each factor split onto a grid, products re-gridded). Used to check the
-    worst-case shapes against arbitrary directions.
-    """
-    a = [abs(float(x)) for x in shifts if abs(float(x)) > 0]
-    if not a:
-        raise ValueError("shifts must contain a non-zero coordinate")
-    if len(a) == 1:
-        return GGPair(a[0], beta)
-    result = split_to_grid(GGPair(a[0], beta), n)
-    for ai in a[1:]:
-        result = _compose_aligned(result, split_to_grid(GGPair(ai, beta), n)).regrid(n)
-    return result
+    def build(shape):
+        k, a, exact = shape
+        return k, (GGPair(a, beta) if exact else shape_pair(a, beta, k, SHAPE_GRID_POINTS))
+
+    if len(shapes) <= 2 or SHAPE_THREADS <= 1:
+        return tuple(build(s) for s in shapes)
+    # the shapes are independent and numpy/pocketfft release the GIL: build them on threads (the results
+    # are bitwise the same as serially), largest k (most products) first
+    with ThreadPoolExecutor(max_workers=SHAPE_THREADS) as pool:
+        return tuple(reversed(list(pool.map(build, shapes[::-1]))))

@@ -1,0 +1,134 @@
+r"""The dominating discretization of a one-step privacy profile, and the grid it lives on.
+
+"Connect the dots" (Doroshenko et al. 2022): the profile δ_env (:mod:`.profile`) is evaluated on
+Opacus's aligned grid t_j (``Domain.create_aligned``) and turned into the discrete PRV whose δ equals
+δ_env at every t_j and is linear in e^t in between; since δ is convex in e^t this discrete PRV
+dominates the true one for every ε, so its composition is an upper bound. Its P-masses are
+ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j),
+s_{−1} = (δ_0 − 1)/α_0, s_{N−1} = 0, and a mass δ_env(t_{N−1}) at +∞ that is added to δ.
+
+Grid: mesh h = ε_error / sqrt(T · log(12/δ_error) / 2) (Opacus's), half-width L from a Chernoff bound
+(:func:`domain_size`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence, Tuple
+
+import numpy as np
+from opacus.accountants.analysis.prv import Domain
+from scipy.special import logsumexp
+
+from .history import Segment
+from .profile import CHORD_STRIDE, one_step_delta
+
+__all__ = ["ctd_pmf", "mesh_for", "domain_size", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+
+#: refuse (ValueError) rather than allocate more grid points than this
+MAX_DOMAIN_POINTS = 60_000_000
+
+
+def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray, float]:
+    r"""Dominating discrete P-law on the grid t ("connect the dots"); returns (ω, mass at +∞).
+
+    ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
+    s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
+    """
+    alpha = np.exp(t)
+    n = t.size
+    da = alpha[:-1] * np.expm1(np.diff(t))
+    neg = ~(t >= 0)
+    j0 = int(np.argmax(~neg)) if (~neg).any() else n  # first index with t ≥ 0
+    full_delta = np.where(neg, 1.0 - alpha + np.nan_to_num(r), np.nan_to_num(delta))
+    full_r = np.where(neg, np.nan_to_num(r), np.nan_to_num(delta) - 1.0 + alpha)
+    # s_j (j = −1..n−1) and u_j = s_j + 1, each computed from the accurate side
+    s = np.empty(n + 1)
+    u = np.empty(n + 1)
+    s[0] = (full_delta[0] - 1.0) / alpha[0]
+    u[0] = full_r[0] / alpha[0]
+    s[-1], u[-1] = 0.0, 1.0
+    sd = np.diff(full_delta) / da
+    ud = np.diff(full_r) / da
+    s[1:n] = sd
+    u[1:n] = ud
+    ds = np.diff(s)  # s_i − s_{i−1}, i = 0..n−1
+    du = np.diff(u)
+    # use the r-side differences where both slopes touch t < 0 only
+    use_u = np.zeros(n, dtype=bool)
+    use_u[: max(j0 - 1, 0)] = True
+    omega = np.maximum(alpha * np.where(use_u, du, ds), 0.0)
+    return omega, float(np.nan_to_num(delta[-1]) if not neg[-1] else 0.0)
+
+
+def mesh_for(eps_error: float, total_steps: int, delta_error: float) -> float:
+    """Opacus's mesh: ε_error / sqrt(T · log(12/δ_error) / 2)."""
+    return eps_error / math.sqrt(total_steps * math.log(12.0 / delta_error) / 2.0)
+
+
+def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float) -> float:
+    r"""Half-width L of the grid: composed tails beyond ±L have mass ≤ δ_error/8 each.
+
+    Right tail: Chernoff, P(ΣY ≥ L) ≤ Σ_s T_s ρ_s + exp(Σ_s T_s K_s(λ) − λL), with K_s the log-MGF of a
+    coarse dominating discretization (its Rényi divergences upper-bound the true ones) and ρ_s its
+    mass at +∞. The left tail needs no bound: in the circular (FFT) composition, mass below −L wraps to
+    large losses, which can only increase δ, and mass dropped by the linear convolutions sits where
+    (1 − e^{ε−t})_+ = 0.
+    """
+    L0 = 32.0
+    lams = np.concatenate([np.geomspace(1e-3, 1.0, 25), np.geomspace(1.0, 2000.0, 40)[1:]])
+    log_target = math.log(delta_error / 8.0)
+    prev_rho = math.inf
+    while True:
+        t = np.linspace(-L0, L0, 40001)
+        logk = np.zeros_like(lams)
+        rho_tot = 0.0
+        for seg in segs:
+            dl, rr, _, _ = one_step_delta(seg, t, direction)
+            pmf, rho = ctd_pmf(t, dl, rr)
+            rho_tot += seg.steps * rho
+            nz = pmf > 0  # zero masses contribute nothing to the MGF
+            lp, tz = np.log(pmf[nz]), t[nz]
+            logk += seg.steps * logsumexp(lp[None, :] + lams[:, None] * tz[None, :], axis=1)
+        L = float(np.min((logk - log_target) / lams))
+        # ρ (mass at +∞) is added to δ exactly; widening only helps while it still shrinks ρ
+        if L <= 0.9 * L0 and (rho_tot <= delta_error / 16.0 or rho_tot >= 0.5 * prev_rho):
+            break
+        prev_rho = rho_tot
+        if L0 >= 512:
+            raise ValueError(
+                "cannot certify this setting: the composed privacy loss needs a domain wider than ±512 "
+                "(epsilon in the hundreds); increase noise_multiplier or reduce steps"
+            )
+        L0 *= 2.0
+    # the left tail needs no bound: composed mass below −L wraps to high losses (pessimistic) or is dropped
+    # where (1 − e^{ε−t})_+ = 0
+    return max(L, eps_error) + 1.0
+
+
+def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
+                min_half_width: float = 0.0) -> Domain:
+    """Aligned grid of half-width max(:func:`domain_size`, ``min_half_width``) and mesh :func:`mesh_for`."""
+    total = sum(s.steps for s in segs)
+    L = max(domain_size(segs, direction, delta_error, eps_error), min_half_width)
+    mesh = mesh_for(eps_error, total, delta_error)
+    if 2 * L / mesh > MAX_DOMAIN_POINTS:
+        raise ValueError(
+            f"the PRV grid would need {2 * L / mesh:.3g} points (> {MAX_DOMAIN_POINTS:.0e}) for eps_error="
+            f"{eps_error}; increase eps_error or noise_multiplier"
+        )
+    return Domain.create_aligned(-L, L, mesh)
+
+
+@functools.lru_cache(maxsize=4)
+def step_dprv(seg_key: Tuple, direction: str, t_min: float, t_max: float, size: int) -> Tuple[np.ndarray, float, Tuple]:
+    """Cached per-segment discrete PRV on a domain: (pmf, mass at +∞, (ks, scores))."""
+    seg = Segment(*seg_key)
+    t = np.linspace(t_min, t_max, size)
+    # β = 2 (one exact Gaussian curve, cheap) keeps every point exact; β ≠ 2 takes exact values at every
+    # CHORD_STRIDE-th point and chords in between (an upper bound: δ is convex in e^t)
+    stride = 1 if seg.beta == 2.0 else CHORD_STRIDE
+    dl, rr, ks, scores = one_step_delta(seg, t, direction, stride)
+    pmf, rho = ctd_pmf(t, dl, rr)
+    return pmf, rho, (tuple(ks), tuple(scores))

@@ -1,0 +1,130 @@
+r"""The σ solver: the smallest noise_multiplier whose certified ε(σ) meets target_epsilon.
+
+ε(σ) is non-increasing in σ; geometric bracketing finds [lo, hi] with ε(lo) > target ≥ ε(hi), then
+safeguarded secant steps in (log σ, log ε) (bisection after slow steps) shrink it. Only a σ whose
+computed ε(σ) ≤ target is ever returned (the safe end of the bracket).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional
+
+from ..validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_delta,
+    validate_epsilon,
+    validate_positive_int,
+    validate_sample_rate,
+)
+from ..steps import steps_for_epochs
+from .api import compute_epsilon
+from .shapes import warn_if_dimension_dependent
+
+__all__ = ["get_noise_multiplier"]
+
+
+def get_noise_multiplier(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    sample_rate: float,
+    steps: Optional[int] = None,
+    epochs: Optional[float] = None,
+    beta: float = 2.0,
+    dim: int = 1,
+    clip_norm_p: Optional[float] = None,
+    mode: str = "certified",
+    epsilon_tolerance: float = 0.01,
+    eps_error: float = 0.01,
+    sigma_min: float = 0.05,
+    sigma_max: float = 1e4,
+) -> float:
+    r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then bisection.
+
+    Returns the σ at the safe end of the bracket, so ε(σ) ≤ target_epsilon always holds (for the same
+    eps_error) and target_epsilon − ε(σ) ≤ epsilon_tolerance unless σ hits ``sigma_min``. Settings the
+    numerics refuse are treated as ε = ∞ (the safe side). ValueError if even ``sigma_max`` misses the target.
+    """
+    target_epsilon = validate_epsilon(target_epsilon)
+    target_delta = validate_delta(target_delta, "target_delta")
+    sample_rate = validate_sample_rate(sample_rate)
+    if (steps is None) == (epochs is None):
+        raise ValueError("get_noise_multiplier takes exactly one of steps or epochs")
+    if steps is None:  # the steps training runs (never fewer): opacus_gg.steps.steps_for_epochs
+        steps = steps_for_epochs(epochs, sample_rate=sample_rate)
+    steps = validate_positive_int(steps, "steps")
+    epsilon_tolerance = float(epsilon_tolerance)
+    if not (epsilon_tolerance > 0):
+        raise ValueError(f"epsilon_tolerance must be > 0, got {epsilon_tolerance!r}")
+
+    def eps(sigma: float) -> float:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return compute_epsilon(
+                    noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
+                    beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
+                ).epsilon
+        except (ValueError, RuntimeError, FloatingPointError, OverflowError):
+            return math.inf
+
+    warn_if_dimension_dependent(validate_beta(beta), dim, validate_clip_norm_p(clip_norm_p, beta))
+    hi = 1.0
+    e_hi = eps(hi)
+    lo = None
+    e_lo = math.inf
+    while e_hi > target_epsilon:
+        lo, e_lo = hi, e_hi
+        hi *= 2.0
+        if hi > sigma_max:
+            raise ValueError(
+                f"target_epsilon={target_epsilon} is unreachable: noise_multiplier={hi / 2:g} gives epsilon="
+                f"{e_hi:.4g} (beta={beta}, dim={dim}, clip_norm_p={clip_norm_p}, steps={steps}, "
+                f"sample_rate={sample_rate}, target_delta={target_delta})"
+            )
+        e_hi = eps(hi)
+    if lo is None:  # ε(1) ≤ target: shrink σ until the target is exceeded
+        lo = hi / 2.0
+        while True:
+            e_lo = eps(lo)
+            if e_lo > target_epsilon:
+                break
+            hi, e_hi = lo, e_lo
+            if lo <= sigma_min:
+                return hi
+            lo = max(lo / 2.0, sigma_min)
+    # Invariant: e_lo > target ≥ e_hi, lo < hi. Only a σ with a computed ε(σ) ≤ target is ever returned.
+    slow = 0
+    while target_epsilon - e_hi > epsilon_tolerance and hi - lo > 1e-6 * hi:
+        mid = _next_probe(lo, e_lo, hi, e_hi, target_epsilon, epsilon_tolerance, bisect=slow >= 2)
+        width = hi - lo
+        e_mid = eps(mid)
+        if e_mid <= target_epsilon:
+            hi, e_hi = mid, e_mid
+        else:
+            lo, e_lo = mid, e_mid
+        slow = slow + 1 if hi - lo > 0.5 * width else 0
+    return hi
+
+
+def _next_probe(lo: float, e_lo: float, hi: float, e_hi: float, target: float, tol: float, bisect: bool) -> float:
+    """Next σ in (lo, hi): secant in (log σ, log ε) aimed at target − tol/2, safeguarded; bisection if asked.
+
+    ε(σ) is decreasing and close to a power law locally, so this needs a few probes where bisection needs
+    ~log2(width/tol); after two steps that did not halve the bracket the caller asks for bisection.
+    """
+    mid = 0.5 * (lo + hi)
+    if bisect or not (math.isfinite(e_lo) and e_lo > 0 and e_hi > 0):
+        return mid
+    goal = max(target - 0.5 * tol, 0.5 * (target + e_hi))
+    x_lo, x_hi = math.log(lo), math.log(hi)
+    y_lo, y_hi = math.log(e_lo), math.log(e_hi)
+    if not (y_lo > y_hi):
+        return mid
+    x = x_hi + (math.log(goal) - y_hi) * (x_lo - x_hi) / (y_lo - y_hi)
+    guess = math.exp(x)
+    margin = 0.02 * (hi - lo)
+    return min(max(guess, lo + margin), hi - margin)
