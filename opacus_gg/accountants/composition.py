@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
@@ -30,8 +28,7 @@ import numpy as np
 from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterogeneous
 from scipy.special import logsumexp
 
-from .pairs import GGPair, shape_pair
-from .shapes import candidate_shapes
+from .spreads import spread_pairs
 
 __all__ = ["Segment", "PairSegment", "CompositionResult", "compose_history", "one_step_delta", "MAX_DOMAIN_POINTS"]
 
@@ -41,10 +38,6 @@ MAX_DOMAIN_POINTS = 60_000_000
 CHORD_STRIDE = 8
 #: ... except where |t| ≤ max(0.2, CHORD_EXACT_RATIO · CHORD_STRIDE · mesh): every point exact there
 CHORD_EXACT_RATIO = 1000.0
-#: threads building the shape pairs
-SHAPE_THREADS = min(2, os.cpu_count() or 1)
-#: number of loss grid points for the k > 1 shapes (see pairs.shape_pair)
-SHAPE_GRID_POINTS = 1 << 13
 
 
 @dataclass(frozen=True)
@@ -74,20 +67,9 @@ class Segment:
 
 
 @functools.lru_cache(maxsize=64)
-def shape_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[int, object], ...]:
-    """((k, pair), ...) for the candidate shapes; exact GGPair where the shape is one-dimensional."""
-    shapes = candidate_shapes(noise_multiplier, beta, dim, clip_norm_p)
-
-    def build(shape):
-        k, a, exact = shape
-        return k, (GGPair(a, beta) if exact else shape_pair(a, beta, k, SHAPE_GRID_POINTS))
-
-    if len(shapes) <= 2 or SHAPE_THREADS <= 1:
-        return tuple(build(s) for s in shapes)
-    # the shapes are independent and numpy/pocketfft release the GIL: build them on threads (the results
-    # are bitwise the same as serially), largest k (most products) first
-    with ThreadPoolExecutor(max_workers=SHAPE_THREADS) as pool:
-        return tuple(reversed(list(pool.map(build, shapes[::-1]))))
+def shape_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[Tuple[int, int], object], ...]:
+    """(((k₀, k₁), pair), ...): pairs dominating every equal spread k = 1 … d (spreads.spread_pairs, cached)."""
+    return spread_pairs(noise_multiplier, beta, dim, clip_norm_p)
 
 
 def _direction_args(q: float, t: np.ndarray, direction: str):
