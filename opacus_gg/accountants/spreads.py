@@ -16,6 +16,8 @@ keep an interval's bound where its curves H_pq(α), H_qp(α) on :data:`LOG_ALPHA
 ≤ (1 + τ)·E(α) + η, with E the max over the exact pairs evaluated so far (each interval's lower end
 k₀ and d); otherwise bisect it in log k. A single k is its exact pair. The acceptance test only
 decides how fine the cover is: rigour comes from every k ∈ [1, d] lying in some kept interval.
+The cover computes B[k₀, k₁′] with k₁′ ≥ k₁ rounded up to few binary digits (cheaper powering; by (c)
+it dominates B[k₀, k₁]).
 """
 
 from __future__ import annotations
@@ -113,6 +115,20 @@ def interval_bound_pair(noise_multiplier: float, beta: float, k0: int, k1: int, 
     return _Chain(spread_shift(noise_multiplier, k0, clip_norm_p), beta, n).power(k1)
 
 
+def _cheap_upper(k0: int, k1: int) -> int:
+    r"""k₁′ ∈ [k₁, k₁ + (k₁ − k₀)/8] with few binary digits (fewer products in the power chain).
+
+    B[k₀, k₁′] dominates B[k₀, k₁] (Lemma C: more shifted coordinates), so it is an equally valid bound;
+    rounding k₁ up to a multiple of the largest power of two that stays within the slack.
+    """
+    slack = (k1 - k0) // 8
+    for s in range(k1.bit_length(), -1, -1):
+        up = -(-k1 // (1 << s)) << s
+        if up <= k1 + slack:
+            return up
+    return k1
+
+
 def _curves(pair) -> np.ndarray:
     """(H_pq, H_qp) on the acceptance grid, stacked."""
     alpha = np.exp(LOG_ALPHA_GRID)
@@ -162,7 +178,7 @@ def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: fl
         k0, k1 = iv
         chain = chains.get(k0) or _Chain(spread_shift(noise_multiplier, k0, clip_norm_p), beta, n)
         ex = chain.power(k0)
-        bd = ex if k1 == k0 else chain.power(k1)
+        bd = ex if k1 == k0 else chain.power(_cheap_upper(k0, k1))
         return iv, chain, _curves(ex), bd, (None if k1 == k0 else _curves(bd))
 
     def evaluate(ivs: List[Tuple[int, int]]) -> None:
