@@ -16,12 +16,12 @@ import warnings
 from opacus.accountants import PRVAccountant
 
 from opacus_gg.accountants import GGPRVAccountant, get_noise_multiplier
-from opacus_gg.accountants import discrete, discretization
+from opacus_gg.accountants import discretization, spreads
 
 
 def _clear():
     discretization.step_dprv.cache_clear()
-    discrete.shape_pairs.cache_clear()
+    spreads.spread_pairs.cache_clear()
 
 
 def _measure(fn):

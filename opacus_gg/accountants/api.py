@@ -74,7 +74,7 @@ def compute_epsilon_history(
     worst = max(results, key=lambda r: r.epsilon_upper)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     scores = worst.shape_scores
-    shape_k = max(scores, key=scores.get) if scores else 1
+    shape_k = max(scores, key=scores.get) if scores else (1, 1)  # label (k₀, k₁): spreads k₀ … k₁
     details = {
         "epsilon_by_direction": {r.direction: r.epsilon_upper for r in results},
         "estimate_by_direction": {r.direction: r.epsilon_estimate for r in results},
@@ -83,8 +83,8 @@ def compute_epsilon_history(
         "mesh": worst.mesh,
         "eps_error": eps_error,
         "delta_error": delta_error,
-        "shape_scores": {int(k): float(v) for k, v in scores.items()},
-        "shapes": sorted(int(k) for k in scores),
+        "shape_scores": {f"{k[0]}-{k[1]}": float(v) for k, v in scores.items()},
+        "shapes": sorted([int(k[0]), int(k[1])] for k in scores),
     }
     if uncertified:
         details["not_certified_reason"] = NOT_CERTIFIED_REASON
@@ -97,7 +97,7 @@ def compute_epsilon_history(
         mode="certified",
         scope="equal_spreads" if uncertified else "proven",
         direction=worst.direction,
-        shape_k=int(shape_k),
+        shape_k=int(shape_k[0]),
         details=details,
     )
 

@@ -7,15 +7,12 @@ preserving both: a refinement, so the original is a post-processing of the discr
 "connect the dots" discretization of Doroshenko et al. 2022). Composition of discrete pairs
 (convolution of the P-laws and, separately, of the Q-laws of the loss) is exact, so k-coordinate
 shapes are built by binary powering with a dominating re-gridding after every product
-(:func:`shape_pairs` builds the candidate shapes of :mod:`.shapes`).
+(:mod:`.spreads` builds the pairs covering every equal spread from these).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -25,18 +22,13 @@ from scipy import fft as sp_fft
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
 from .gg_pair import GGPair, _safe_log, inverse_loss
-from .shapes import candidate_shapes
 
-__all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair", "shape_pairs"]
+__all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
 
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
 #: mass below which tails of convolved laws are cut, kept above floating-point FFT noise (~1e-17 per point)
 CUT_MASS = 1e-24
-#: threads building the shape pairs
-SHAPE_THREADS = min(2, os.cpu_count() or 1)
-#: number of loss grid points for the k > 1 shapes (see :func:`shape_pair`)
-SHAPE_GRID_POINTS = 1 << 13
 
 
 @dataclass
@@ -307,20 +299,3 @@ def compose_aligned(x: DiscretePair, y: DiscretePair) -> DiscretePair:
 def shape_pair(a: float, beta: float, k: int, n: int = 1 << 14) -> DiscretePair:
     """Dominating discrete pair of the k-coordinate shape: each coordinate shifted by ``a``."""
     return power_pair(split_to_grid(GGPair(a, beta), n), k, n)
-
-
-@functools.lru_cache(maxsize=64)
-def shape_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[int, object], ...]:
-    """((k, pair), ...) for the candidate shapes; exact GGPair where the shape is one-dimensional."""
-    shapes = candidate_shapes(noise_multiplier, beta, dim, clip_norm_p)
-
-    def build(shape):
-        k, a, exact = shape
-        return k, (GGPair(a, beta) if exact else shape_pair(a, beta, k, SHAPE_GRID_POINTS))
-
-    if len(shapes) <= 2 or SHAPE_THREADS <= 1:
-        return tuple(build(s) for s in shapes)
-    # the shapes are independent and numpy/pocketfft release the GIL: build them on threads (the results
-    # are bitwise the same as serially), largest k (most products) first
-    with ThreadPoolExecutor(max_workers=SHAPE_THREADS) as pool:
-        return tuple(reversed(list(pool.map(build, shapes[::-1]))))

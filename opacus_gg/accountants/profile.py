@@ -8,7 +8,7 @@ the two add/remove pairs have the exact hockey-stick curves (α = e^t)
 
 Over the candidate shapes we take the upper envelope δ_env(t) = max_k δ_k(t) (a valid privacy
 profile: convex in α, δ(α=0) = 1, non-increasing). The shapes come as a tuple of (label, pair) from
-:func:`pairs_of` (today :func:`.discrete.shape_pairs`); any pair exposing ``h_pq``/``h_qp`` works.
+:func:`pairs_of` (:func:`.spreads.spread_pairs`); any pair exposing ``h_pq``/``h_qp`` works.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from .discrete import shape_pairs
+from .spreads import spread_pairs
 from .history import Segment
 
 __all__ = ["one_step_delta", "pairs_of", "CHORD_STRIDE", "CHORD_EXACT_RATIO"]
@@ -30,7 +30,7 @@ CHORD_EXACT_RATIO = 1000.0
 
 def pairs_of(seg) -> Tuple:
     """((label, pair), ...) whose envelope is the non-subsampled pair of one step of ``seg``."""
-    return shape_pairs(*seg.mechanism_key) if isinstance(seg, Segment) else seg.pairs
+    return spread_pairs(*seg.mechanism_key) if isinstance(seg, Segment) else seg.pairs
 
 
 def _direction_args(q: float, t: np.ndarray, direction: str):
