@@ -25,6 +25,7 @@ from ..validation import (
     validate_positive_int,
     validate_sample_rate,
 )
+from .ball_rdp import combine, prv_is_proven, rdp_ball_epsilon
 from .composition import Segment, compose_delta, compose_history
 from .report import EpsilonReport
 from .shapes import warn_if_dimension_dependent
@@ -78,11 +79,6 @@ def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float
     return eps_error, delta_error
 
 
-def _direction_certified(seg: Segment) -> bool:
-    """Whether the worst case over all shift directions is covered (see docs/accounting.md)."""
-    return seg.beta <= 2.0 or seg.dim == 1 or math.isinf(seg.clip_norm_p)
-
-
 def compute_epsilon_history(
     history: Sequence[Sequence],
     delta: float,
@@ -93,6 +89,10 @@ def compute_epsilon_history(
     **paper_kwargs,
 ) -> EpsilonReport:
     r"""ε(δ) of a history of Poisson-subsampled GG steps (certified: max over add/remove of ε_upper).
+
+    Where the PRV envelope covers equal spreads only (β ≠ 2, d > 1, finite p), the published ε is the proven
+    RDP bound over every shift in the ℓp ball (:func:`.ball_rdp.rdp_ball_epsilon`, scope "proven", method
+    "rdp") and the PRV ε is kept as ``epsilon_equal_spreads`` when smaller (:func:`.ball_rdp.combine`).
 
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.sampled.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2).
@@ -110,11 +110,9 @@ def compute_epsilon_history(
     if not segs:
         return EpsilonReport(epsilon=0.0, epsilon_lower=0.0, epsilon_estimate=0.0, epsilon_upper=0.0, delta=delta,
                              details={"empty_history": True})
-    for s in segs:
-        warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
     worst = max(results, key=lambda r: r.epsilon_upper)
-    uncertified = [s for s in segs if not _direction_certified(s)]
+    uncertified = [s for s in segs if not prv_is_proven(s.beta, s.dim, s.clip_norm_p)]
     scores = worst.shape_scores
     shape_k = max(scores, key=scores.get) if scores else 1
     details = {
@@ -128,12 +126,7 @@ def compute_epsilon_history(
         "shape_scores": {int(k): float(v) for k, v in scores.items()},
         "shapes": sorted(int(k) for k in scores),
     }
-    if uncertified:
-        details["not_certified_reason"] = (
-            "beta > 2 with dim > 1 and finite clip_norm_p: the envelope covers equal-spread shifts only, and "
-            "unequal shifts were measured to exceed its one-step delta by up to ~10% (docs/accounting.md)"
-        )
-    return EpsilonReport(
+    report = EpsilonReport(
         epsilon=worst.epsilon_upper,
         epsilon_lower=worst.epsilon_lower,
         epsilon_estimate=worst.epsilon_estimate,
@@ -145,6 +138,12 @@ def compute_epsilon_history(
         shape_k=int(shape_k),
         details=details,
     )
+    # --- every shift (ball_rdp): where the PRV covers equal spreads only, publish the proven RDP bound over
+    # the whole ℓp ball and keep the equal-spread PRV ε beside it (docs/accounting.md, last section) ---
+    if uncertified:
+        rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
+        report = combine(report, rdp_eps, rdp_order)
+    return report
 
 
 def compute_epsilon(
@@ -241,7 +240,7 @@ def get_noise_multiplier(
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             return math.inf
 
-    warn_if_dimension_dependent(validate_beta(beta), dim, validate_clip_norm_p(clip_norm_p, beta))
+    validate_clip_norm_p(clip_norm_p, validate_beta(beta))
     hi = 1.0
     e_hi = eps(hi)
     lo = None
