@@ -72,9 +72,9 @@ def test_one_step_envelope_dominates_directions_beta_below_2(d):
         assert np.all(dm[relevant] <= de[relevant] * (1 + 1e-6) + 1e-15)
 
 
-def test_beta_above_2_is_flagged_not_certified_and_grows_with_dim():
-    with pytest.warns(UserWarning, match="clip_norm_p=2"):
-        r16 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=16)
+def test_beta_above_2_is_proven_by_the_ball_rdp_bound_and_grows_with_dim():
+    r16 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=16)
     r1 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=1)
-    assert r1.certified and not r16.certified and "not_certified_reason" in r16.details
-    assert r16.epsilon > 1.1 * r1.epsilon and r16.shape_k > 1
+    assert r1.certified and r1.method == "prv" and r16.certified and r16.method == "rdp"
+    assert r16.epsilon_equal_spreads is not None and r16.epsilon_equal_spreads > 1.1 * r1.epsilon
+    assert r16.epsilon >= r16.epsilon_equal_spreads and r16.shape_k > 1

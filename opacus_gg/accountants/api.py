@@ -17,10 +17,11 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ..validation import validate_delta
+from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .composition import compose_delta, compose_history
 from .history import normalize_history
 from .report import EpsilonReport
-from .shapes import NOT_CERTIFIED_REASON, is_certified, warn_if_dimension_dependent
+from .shapes import is_certified
 
 __all__ = ["compute_epsilon", "compute_epsilon_history", "compute_delta"]
 
@@ -68,8 +69,6 @@ def compute_epsilon_history(
                              details={"empty_history": True})
     if any(s.noiseless for s in segs):
         return _noiseless_report(segs, delta)
-    for s in segs:
-        warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
     results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
     worst = max(results, key=lambda r: r.epsilon_upper)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
@@ -86,9 +85,7 @@ def compute_epsilon_history(
         "shape_scores": {f"{k[0]}-{k[1]}": float(v) for k, v in scores.items()},
         "shapes": sorted([int(k[0]), int(k[1])] for k in scores),
     }
-    if uncertified:
-        details["not_certified_reason"] = NOT_CERTIFIED_REASON
-    return EpsilonReport(
+    report = EpsilonReport(
         epsilon=worst.epsilon_upper,
         epsilon_lower=worst.epsilon_lower,
         epsilon_estimate=worst.epsilon_estimate,
@@ -100,6 +97,12 @@ def compute_epsilon_history(
         shape_k=int(shape_k[0]),
         details=details,
     )
+    # where the PRV covers equal spreads only, publish the proven RDP bound over the whole ℓp ball and keep
+    # the equal-spread PRV ε beside it (docs/accounting.md, "Every shift: the Rényi bound over the ℓp ball")
+    if uncertified:
+        rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
+        report = combine(report, rdp_eps, rdp_order)
+    return report
 
 
 def _noiseless_report(segs, delta: float) -> EpsilonReport:
@@ -157,7 +160,9 @@ def compute_delta(
     clip_norm_p: Optional[float] = None,
     eps_error: float = 0.01,
 ) -> float:
-    r"""Certified upper bound on δ(ε) = max over add/remove of the dominating composed δ (+ tail slack).
+    r"""Proven upper bound on δ(ε): max over add/remove of the dominating composed δ (+ tail slack) where the
+    PRV covers every shift (β = 2, d = 1, p = ∞), else the Rényi bound over the ℓp ball
+    (:func:`.ball_rdp.rdp_ball_delta`).
 
     σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
     T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
@@ -169,6 +174,7 @@ def compute_delta(
     if segs[0].noiseless:
         q, t = segs[0].sample_rate, segs[0].steps
         return 1.0 if q == 1.0 else float(-math.expm1(t * math.log1p(-q)))
-    for s in segs:
-        warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
+    if not all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
+        # the PRV covers equal spreads only: publish the proven bound over every shift in the ℓp ball
+        return rdp_ball_delta(segs, epsilon)
     return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))

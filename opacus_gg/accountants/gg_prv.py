@@ -1,14 +1,14 @@
 r"""``GGPRVAccountant``: Opacus accountant for Poisson-subsampled GG noise, registered as ``"gg_prv"``.
 
 History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``; equal consecutive
-steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the certified upper bound of
-:func:`opacus_gg.accountants.compute_epsilon_history` (max over add/remove adjacency and over the
-worst-case shift shapes in ``dim`` dimensions under ℓ_{clip_norm_p} clipping).
+steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
+:func:`opacus_gg.accountants.compute_epsilon_history` (max over add/remove adjacency and over every shift
+in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` also carries the
+equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -60,20 +60,11 @@ class GGPRVAccountant(IAccountant):
 
     def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                     **kwargs) -> float:
-        """Upper bound on ε at δ; warns loudly when it is not certified.
+        """Proven upper bound on ε at δ (``get_epsilon_report(delta).epsilon``).
 
         Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0 step: ``math.inf`` with a UserWarning.
-
-        The number is certified unless the history contains settings the accountant cannot certify
-        (β > 2 with finite ``clip_norm_p`` and d > 1): then a ``UserWarning`` says "NOT a certified
-        guarantee" with the reason, and ``get_epsilon_report(delta).certified`` is False.
         """
-        report = self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error)
-        if not report.certified:
-            reason = report.details.get("not_certified_reason", "see get_epsilon_report(delta).details")
-            warnings.warn(f"epsilon = {report.epsilon:.4g} is NOT a certified guarantee: {reason}", UserWarning,
-                          stacklevel=2)
-        return report.epsilon
+        return self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error).epsilon
 
     def __len__(self) -> int:
         """Number of history entries (segments of identical steps), as Opacus's accountants define it;

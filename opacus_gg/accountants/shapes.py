@@ -11,23 +11,17 @@ Exact reductions (no search needed):
   is m for p ≤ 2 (one-hot) and m·d^{1/2−1/p} for p > 2 (all coordinates): one exact 1-D pair.
 * p = ∞: every coordinate may move by m; the all-coordinates shape k = d dominates every other
   (it is a product containing each of them).
-Otherwise equal spreads over k ∈ {1, 2, 4, …} ∪ {d} are evaluated and the upper envelope is used.
+Otherwise the PRV accountant covers every equal spread k = 1 … d by interval bounds (:mod:`.spreads`,
+which starts from the spreads of :func:`shape_ks`), and the companions evaluate the spreads of
+:func:`shape_ks` only; neither covers unequal shifts, which the proven bound of :mod:`.ball_rdp` does.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import List, Tuple
 
-__all__ = ["shape_ks", "per_coordinate_shift", "candidate_shapes", "is_certified", "NOT_CERTIFIED_REASON",
-           "warn_if_dimension_dependent"]
-
-#: why a setting with ``is_certified(...) == False`` is not certified (reports carry it in ``details``)
-NOT_CERTIFIED_REASON = (
-    "beta > 2 with dim > 1 and finite clip_norm_p: the envelope covers equal-spread shifts only, and "
-    "unequal shifts were measured to exceed its one-step delta by up to ~10% (docs/accounting.md)"
-)
+__all__ = ["shape_ks", "per_coordinate_shift", "candidate_shapes", "is_certified"]
 
 
 def shape_ks(beta: float, dim: int, clip_norm_p: float) -> List[int]:
@@ -71,22 +65,8 @@ def candidate_shapes(noise_multiplier: float, beta: float, dim: int, clip_norm_p
 
 
 def is_certified(beta: float, dim: int, clip_norm_p: float) -> bool:
-    """Whether the shapes of :func:`shape_ks` are taken to cover every shift direction (docs/accounting.md):
-    β ≤ 2, d = 1, or p = ∞."""
-    return beta <= 2.0 or dim == 1 or math.isinf(clip_norm_p)
-
-
-def warn_if_dimension_dependent(beta: float, dim: int, clip_norm_p: float) -> None:
-    """UserWarning for β > 2, d > 1, finite p: ε grows with d when p > 2, and is not certified over all directions."""
-    if not is_certified(beta, dim, clip_norm_p):
-        grows = (
-            f"the worst-case shift spreads over many coordinates and epsilon grows with dim={dim} (the GG "
-            "paper's dimension independence does not hold for beta != 2); " if clip_norm_p > 2.0 else ""
-        )
-        warnings.warn(
-            f"beta={beta} > 2 with clip_norm_p={clip_norm_p}: {grows}the reported epsilon covers equal-spread "
-            "shifts only and is NOT certified against every shift direction (report.certified=False). "
-            "Consider clip_norm_p=2 with beta<=2, or beta<=2.",
-            UserWarning,
-            stacklevel=3,
-        )
+    """Whether the equal-spread PRV envelope is itself the worst case over EVERY shift (so its ε is proven):
+    β = 2 (rotation invariance), d = 1, or p = ∞ (the all-coordinates shape dominates every vertex). Otherwise
+    the accountant publishes the proven Rényi bound over the ℓp ball (:mod:`.ball_rdp`) and the equal-spread
+    PRV ε beside it, labelled "over equal spreads"."""
+    return beta == 2.0 or dim == 1 or math.isinf(clip_norm_p)

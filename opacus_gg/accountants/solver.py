@@ -21,7 +21,6 @@ from ..validation import (
 )
 from ..steps import steps_for_epochs
 from .api import compute_epsilon
-from .shapes import warn_if_dimension_dependent
 
 __all__ = ["get_noise_multiplier"]
 
@@ -71,7 +70,7 @@ def get_noise_multiplier(
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             return math.inf
 
-    warn_if_dimension_dependent(validate_beta(beta), dim, validate_clip_norm_p(clip_norm_p, beta))
+    validate_clip_norm_p(clip_norm_p, validate_beta(beta))  # bad input fails here, not as ε = ∞
     hi = 1.0
     e_hi = eps(hi)
     lo = None

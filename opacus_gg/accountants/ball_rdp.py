@@ -1,0 +1,433 @@
+r"""A proven Rényi-DP bound over every shift in the ℓp ball (any β ≥ 1, any d), and ε(δ) from it.
+
+Units: noise GG(β, 1) per coordinate (density ∝ exp(-|x|^β/β)), m = 1/noise_multiplier, shift μ with
+‖μ‖_p ≤ m. Per coordinate, L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) (rounded up, see
+:func:`log_moment_upper`), additive over coordinates. With u = |a|^p and g_j(u) = L_j(u^{1/p}) (non-decreasing):
+
+    S_j := sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|) ≤ min_{λ ≥ 0} [ λ m^p + d · sup_{u ∈ [0, m^p]} (g_j(u) − λu) ],
+
+the inner sup bounded on a grid 0 = u_0 < … < u_N = m^p by g_j(u_{i+1}) − λu_i on [u_i, u_{i+1}]
+(:func:`ball_log_moment`). S_j is convex in j (a sup of log-MGFs), so chords between computed orders bound
+the others. Poisson subsampling (rate q), integer α ≥ 2, any pair with moments M(j) ≤ e^{S_j}:
+
+    remove: E_Q[(1-q+qe^ℓ)^α] = Σ_j C(α,j)(1-q)^{α-j} q^j M(j)                 (coefficients ≥ 0),
+    add:    E_Q[(1-q+qe^ℓ)^{1-α}] ≤ min((1-q) + q M(α), 1 + C(α,2)(1-q)^{-α-1} q² (M(2)-1)),
+
+both non-decreasing in every M(j), so M(j) → e^{S_j} bounds them. RDP(α) = log(·)/(α-1), summed over steps
+and segments per direction, and ε = max over directions of Opacus's ``get_privacy_spent`` (Balle et al.
+2020). Proof: docs/accounting.md, "Every shift: the Rényi bound over the ℓp ball".
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import lru_cache
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+from opacus.accountants.analysis.rdp import get_privacy_spent
+from scipy import integrate, special
+
+from ..rdp import DEFAULT_ORDERS, log_moment
+from ..validation import validate_delta
+from .history import Segment, normalize_history
+from .report import EpsilonReport
+
+__all__ = [
+    "log_moment_upper",
+    "ball_log_moment",
+    "ball_log_moments",
+    "subsampled_rdp_from_log_moments",
+    "rdp_ball_curves",
+    "rdp_ball_epsilon",
+    "rdp_ball_delta",
+    "combine",
+]
+
+_EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
+_GRID_POINTS = 24  # initial geometric u-grid per order
+_REFINE_ROUNDS = 24
+_SPLITS_PER_ROUND = 16
+_QUADRATIC_MAX_SHIFT = 0.1
+_REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
+_FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
+
+
+def _log_moment_small(j: int, a: float, beta: float) -> float:
+    r"""log(1 + ∫ q·[e^{jℓ} − 1 − j(e^ℓ − 1)] dx) (= log M(j) since E_Q[e^ℓ] = 1), quadrature error added.
+
+    The integrand is ≥ 0 and O(a²), so the added quadrature error is relative to M(j) − 1 instead of to M(j):
+    accurate for small shifts, where :func:`opacus_gg.rdp.log_moment` has an absolute floor of ~1e-10.
+    A pointwise floating-point slack 1e-15·(|e^{jℓ}−1| + j|e^ℓ−1|) is integrated too.
+    """
+    log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
+
+    def f(x: float) -> float:
+        ax, bx = abs(x) ** beta / beta, abs(x - a) ** beta / beta
+        ell = ax - bx
+        if j * ell > 700.0:  # e^{jℓ} dominates φ: φ·q ≤ 2·e^{jℓ − |x|^β/β − log Z}
+            return 2.0 * math.exp(min(j * ell - ax - log_z, 700.0))
+        e1, e2 = math.expm1(j * ell), math.expm1(ell)
+        phi = e1 - j * e2 + 1e-15 * (abs(e1) + j * abs(e2))
+        return phi * math.exp(-ax - log_z)
+
+    pts = [0.0, a]
+    if beta > 1.0:
+        r = ((j - 1.0) / j) ** (1.0 / (beta - 1.0))
+        if r < 1.0 and a / (1.0 - r) < 1e6:
+            pts.append(a / (1.0 - r))
+    pts = sorted(set(pts))
+    pieces = [(-math.inf, pts[0])] + list(zip(pts[:-1], pts[1:])) + [(pts[-1], math.inf)]
+    total = 0.0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", integrate.IntegrationWarning)
+            for lo, hi in pieces:
+                val, err = integrate.quad(f, lo, hi, limit=200, epsabs=0.0, epsrel=1e-10)
+                total += val + abs(err) + 1e-9 * abs(val)
+    except OverflowError:
+        return math.inf
+    if not math.isfinite(total):
+        return math.inf
+    return math.log1p(max(total, 0.0)) * (1.0 + _FP_SLACK)
+
+
+@lru_cache(maxsize=1 << 14)
+def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
+    r"""K with L_j(a) ≤ K·a² for every 0 ≤ a ≤ a_s (quadrature error added):
+
+        K = ½ E_Q[w² (j(j-1) + j²(e^{j a_s w} − 1) + j(1 − e^{−a_s w}))],  w = (|X| + a_s)^{β−1}, X ~ GG(β, 1),
+
+    from |ℓ(x)| ≤ a·w(x) (mean value theorem), φ_j(ℓ) = e^{jℓ} − 1 − j(e^ℓ − 1) ≤ ℓ²/2·max_{|t|≤|ℓ|} φ_j''(t)
+    and L_j = log(1 + E_Q[φ_j(ℓ)]) ≤ E_Q[φ_j(ℓ)]. As a_s → 0, K → j(j−1)·E|X|^{2β−2}/2 (the Fisher term).
+    """
+    log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
+
+    def f(x: float) -> float:
+        w = (x + a_s) ** (beta - 1.0)
+        z = a_s * w
+        t = -(x ** beta) / beta - log_z
+        if j * z > 30.0:  # j² e^{jz} dominates; (j(j-1) − j² + j) ≤ 0 and the e^{−z} term is ≤ j
+            return w * w * (j * j * math.exp(min(j * z + t, 700.0)) + j * math.exp(t))
+        inner = j * (j - 1.0) + j * j * math.expm1(j * z) - j * math.expm1(-z)
+        return w * w * inner * math.exp(t)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10)
+    total = val + abs(err) + 1e-9 * abs(val)  # ∫_ℝ = 2∫_0^∞, times ½
+    return total * (1.0 + _FP_SLACK) if math.isfinite(total) else math.inf
+
+
+@lru_cache(maxsize=1 << 18)
+def log_moment_upper(j: int, a: float, beta: float) -> float:
+    r"""Upper bound on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)), integer j ≥ 2, scale 1.
+
+    The smaller of two quadratures that each add their error estimate: :func:`opacus_gg.rdp.log_moment`
+    (log space, for large shifts) and :func:`_log_moment_small` (M(j) − 1 directly, for small shifts).
+    """
+    if a == 0.0:
+        return 0.0
+    big = log_moment(j, a, beta)
+    if big > 1e-3:
+        return big
+    return min(big, _log_moment_small(j, a, beta))
+
+
+def _upper_hull_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Slopes of the upper concave hull of the points (x_i, y_i), x sorted ascending (monotone chain)."""
+    hull: list = []
+    for px, py in zip(x.tolist(), y.tolist()):
+        if hull and hull[-1][0] == px:
+            if py <= hull[-1][1]:
+                continue
+            hull.pop()
+        while len(hull) >= 2:
+            (ax, ay), (bx, by) = hull[-2], hull[-1]
+            if (bx - ax) * (py - ay) - (by - ay) * (px - ax) >= 0:  # b is not above the chord a–p
+                hull.pop()
+            else:
+                break
+        hull.append((px, py))
+    hx = np.array([h[0] for h in hull])
+    hy = np.array([h[1] for h in hull])
+    return np.diff(hy) / np.diff(hx) if len(hull) > 1 else np.zeros(0)
+
+
+def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    r"""sup_{lo ≤ u ≤ hi} (K u^s − λu), broadcast over λ (rows) and intervals (columns).
+
+    K u^s − λu is convex (s ≥ 1) or concave (s < 1) in u, so the max is at lo, hi or the stationary point
+    u* = (λ/(Ks))^{1/(s−1)} clipped to [lo, hi].
+    """
+    lam = lam[:, None]
+    vals = np.maximum(K * lo ** s - lam * lo, K * hi ** s - lam * hi)
+    if s < 1.0:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            ustar = np.where(lam > 0, (lam / (K * s)) ** (1.0 / (s - 1.0)), hi)
+        ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
+        vals = np.maximum(vals, K * ustar ** s - lam * ustar)
+    return vals
+
+
+def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float) -> np.ndarray:
+    r"""Upper bounds on sup_{[U_i, U_{i+1}]} (g(u) − λu): min(G_{i+1} − λU_i, sup (K_{i+1} u^s − λu)).
+
+    g ≤ G_{i+1} on the interval by monotonicity; g(u) ≤ K_{i+1} u^s there by :func:`quadratic_coefficient`
+    (K(a_s) bounds L_j(a)/a² for every a ≤ a_s).
+    """
+    step = G[None, 1:] - lam[:, None] * U[None, :-1]
+    power = _power_sup(lam, Kq[None, 1:], s, U[None, :-1], U[None, 1:])
+    return np.minimum(step, power)
+
+
+def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float):
+    r"""(bound, λ, lower, λ_low): bound = min over candidate λ ≥ 0 of F(λ) = λ m^p + d·max_i(interval value),
+    rounded up; lower = min_λ [λ m^p + d·max(0, max_i (G_i − λU_i))] (the same dual on grid points only:
+    a refinement target, not used as a bound). Candidates: 0 and the upper-hull slopes of (U_i, G_i).
+    """
+    slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
+    cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
+    vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, s), axis=1)
+    best = int(np.argmin(vals))
+    if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
+        near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
+        near_vals = near * mp + dim * np.max(_interval_values(near, G, Kq, U, s), axis=1)
+        if near_vals.min() < vals[best]:
+            cand, vals = near, near_vals
+            best = int(np.argmin(vals))
+    lam = float(cand[best])
+    low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
+    lb = int(np.argmin(low_vals))
+    bound = float(vals[best])
+    bound += _FP_SLACK * (lam * mp * (1.0 + dim) + dim * float(np.max(np.abs(G))))
+    return bound, lam, float(low_vals[lb]), float(cand[lb])
+
+
+@lru_cache(maxsize=4096)
+def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> float:
+    r"""Upper bound on S_j = sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|), m = 1/noise_multiplier (Lagrangian dual, see module).
+
+    d = 1: L_j(m). p = ∞: d·L_j(m) (every coordinate at m, by monotonicity). Otherwise the dual bound on a grid
+    0 = U_0 < U_1 = min(m, 10^{-3}/j)^p < … < U_N = m^p (geometric), with per-interval bounds
+    min(g(U_{i+1}), K(U_{i+1}^{1/p})·u^{2/p}), refined (interval split) where the bound exceeds the same dual on
+    grid points by more than 3e-3 relative (at most 24 rounds of 16 splits).
+    """
+    m = 1.0 / noise_multiplier
+    p = clip_norm_p
+    if dim == 1:
+        return log_moment_upper(j, m, beta)
+    if math.isinf(p):
+        return dim * log_moment_upper(j, m, beta) * (1.0 + _FP_SLACK)
+    mp = m ** p
+    s = 2.0 / p
+    u_s = min(m, 1e-3 / j) ** p
+
+    def g(u: float) -> float:
+        return log_moment_upper(j, min(u ** (1.0 / p), m), beta) if u > 0 else 0.0
+
+    def kq(u: float) -> float:  # the quadratic bound only helps for small shifts
+        a = min(u ** (1.0 / p), m)
+        return quadratic_coefficient(j, a, beta) if 0 < a <= _QUADRATIC_MAX_SHIFT else (0.0 if a == 0 else math.inf)
+
+    U = np.concatenate([[0.0], np.geomspace(u_s, mp, _GRID_POINTS)]) if u_s < mp else np.array([0.0, mp])
+    U[-1] = mp
+    G = np.array([g(u) for u in U])
+    Kq = np.array([kq(u) for u in U])
+    if not np.all(np.isfinite(G)):
+        return math.inf
+    bound = math.inf
+    for _ in range(_REFINE_ROUNDS):
+        bound, lam, lower, lam_low = _dual(G, Kq, U, mp, dim, s)
+        if bound <= lower * (1.0 + _REL_TOL):
+            return bound
+        e = _interval_values(np.array([lam_low]), G, Kq, U, s)[0]
+        attained = max(0.0, float(np.max(G - lam_low * U)))
+        loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
+        if loose.size == 0:
+            return bound
+        loose = loose[np.argsort(-e[loose])][:_SPLITS_PER_ROUND]
+        new = np.array([
+            0.5 * (U[i] + U[i + 1]) if (U[i] == 0.0 or U[i + 1] < 4 * U[i]) else math.sqrt(U[i] * U[i + 1])
+            for i in loose
+        ])
+        keep = (new > U[loose]) & (new < U[loose + 1])
+        new = new[keep]
+        if new.size == 0:
+            return bound
+        U = np.concatenate([U, new])
+        G = np.concatenate([G, [g(float(u)) for u in new]])
+        Kq = np.concatenate([Kq, [kq(float(u)) for u in new]])
+        order = np.argsort(U)
+        U, G, Kq = U[order], G[order], Kq[order]
+    return bound
+
+
+def _computed_orders(max_order: int) -> np.ndarray:
+    """Orders j where S_j is computed: every j ≤ 8, then ratio ≈ 1.4 (chords between), and ``max_order``."""
+    small = np.arange(2, min(_EXACT_ORDERS, max_order) + 1)
+    n_big = int(math.ceil(math.log(max_order / _EXACT_ORDERS) / math.log(1.4))) + 1 if max_order > _EXACT_ORDERS else 0
+    big = np.round(np.geomspace(_EXACT_ORDERS, max_order, n_big)).astype(int) if n_big else np.zeros(0, int)
+    return np.unique(np.concatenate([small, big, [max_order]])).astype(int)
+
+
+def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> np.ndarray:
+    r"""Array B[j] ≥ S_j for j = 0 … max_order (B[0] = B[1] = 0): computed orders, chords in between.
+
+    S_j is convex in j (a supremum of the convex log-MGFs j ↦ log E_Q[e^{jℓ}]), so the chord through upper
+    bounds at j_a < j < j_b is an upper bound at j.
+    """
+    js = _computed_orders(int(max_order))
+    vals = np.array([ball_log_moment(int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js])
+    xs = np.concatenate([[1], js])
+    ys = np.concatenate([[0.0], vals])
+    out = np.zeros(int(max_order) + 1)
+    with np.errstate(invalid="ignore"):
+        out[1:] = np.interp(np.arange(1, max_order + 1), xs, ys)
+    out[js] = vals
+    out[1:] = out[1:] * (1.0 + _FP_SLACK) + 0.0  # interpolation round-off, upward
+    out[np.isnan(out)] = np.inf
+    return out
+
+
+def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
+    r"""One-step RDP per order from upper bounds logm[j] ≥ log M(j), j = 0 … max(orders) (see module doc).
+
+    remove: log Σ_j C(α,j)(1-q)^{α-j} q^j e^{logm[j]} /(α-1); add: log min(Jensen, Taylor)/(α-1).
+    """
+    q = float(sample_rate)
+    remove, add = [], []
+    lm2 = float(logm[2])
+    if lm2 <= 0.0:
+        log_chi2 = -math.inf
+    elif lm2 < 700:
+        log_chi2 = math.log(math.expm1(lm2))
+    else:
+        log_chi2 = lm2 + math.log1p(-math.exp(-lm2))
+    for alpha in orders:
+        alpha = int(alpha)
+        j = np.arange(alpha + 1)
+        log_binom = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
+        with np.errstate(divide="ignore"):
+            log_terms = log_binom + j * math.log(q) + logm[: alpha + 1]
+        if q < 1.0:
+            log_terms = log_terms + (alpha - j) * math.log1p(-q)
+        else:
+            log_terms = np.where(j == alpha, log_terms, -np.inf)
+        remove.append(float(special.logsumexp(log_terms)) / (alpha - 1))
+        jensen = float(np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha]))
+        if q < 1.0:
+            taylor = float(np.logaddexp(
+                0.0, math.log(alpha * (alpha - 1) / 2) - (alpha + 1) * math.log1p(-q) + 2 * math.log(q) + log_chi2
+            ))
+            add.append(min(jensen, taylor) / (alpha - 1))
+        else:
+            add.append(jensen / (alpha - 1))
+    up = 1.0 + _FP_SLACK
+    return {"remove": np.array(remove) * up, "add": np.array(add) * up}
+
+
+def _validate_orders(orders: Optional[Sequence[int]]) -> list:
+    orders = [int(o) for o in (DEFAULT_ORDERS if orders is None else orders)]
+    if not orders or any(o < 2 for o in orders):
+        raise ValueError(f"orders must be integers ≥ 2, got {orders!r}")
+    return orders
+
+
+def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[str, np.ndarray]]:
+    r"""{direction: RDP(α) for α in ``orders``}: Σ_segments steps·RDP_seg(α), proven over every shift in the ball.
+
+    ``segments``: :class:`.history.Segment` objects or raw entries (σ, q, steps[, β, d, p]). None for an empty
+    history; every value +inf when a segment has σ = 0.
+    """
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    if not segs:
+        return None
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return {k: np.full(len(orders), np.inf) for k in ("remove", "add")}
+    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    max_order = max(orders)
+    for s in segs:
+        logm = ball_log_moments(max_order, s.noise_multiplier, s.beta, s.dim, s.clip_norm_p)
+        one = subsampled_rdp_from_log_moments(orders, s.sample_rate, logm)
+        for k in total:
+            total[k] = total[k] + s.steps * one[k]
+    return {k: np.where(np.isfinite(v), v, np.inf) for k, v in total.items()}
+
+
+def rdp_ball_epsilon(
+    segments: Sequence[Sequence], delta: float, orders: Optional[Sequence[int]] = None,
+) -> Tuple[float, float]:
+    r"""(ε, α): proven ε(δ) over every shift in the ℓp ball, for segments (σ, q, steps[, β, d, p]).
+
+    Per direction: ε = min_α Opacus ``get_privacy_spent``: RDP(α) + log((α−1)/α) − (log δ + log α)/(α−1)
+    (Balle et al. 2020); the larger direction is returned. σ = 0 gives (inf, nan), an empty history (0, nan).
+    """
+    delta = validate_delta(delta)
+    orders = _validate_orders(orders)
+    curves = rdp_ball_curves(segments, orders)
+    if curves is None:
+        return 0.0, float("nan")
+    best = (-math.inf, float("nan"))
+    for rdp in curves.values():
+        if not np.isfinite(rdp).any():
+            return math.inf, float("nan")
+        with warnings.catch_warnings():  # "optimal order is the smallest alpha": integer orders start at 2
+            warnings.filterwarnings("ignore", message="Optimal order is the")
+            eps, order = get_privacy_spent(orders=orders, rdp=rdp, delta=delta)
+        eps = max(float(eps), 0.0)
+        if eps > best[0]:
+            best = (eps, float(order))
+    return best
+
+
+def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optional[Sequence[int]] = None) -> float:
+    r"""Proven δ(ε) over every shift in the ℓp ball: the same conversion solved for δ,
+
+        δ = min_α exp((α−1)(RDP(α) − ε) + (α−1)·log(1 − 1/α) − log α)   (≤ 1),
+
+    max over the two directions (:func:`rdp_ball_epsilon` at this δ returns ≤ ε). σ = 0 gives 1.
+    """
+    orders = _validate_orders(orders)
+    curves = rdp_ball_curves(segments, orders)
+    if curves is None:
+        return 0.0
+    a = np.asarray(orders, dtype=np.float64)
+    worst = 0.0
+    for rdp in curves.values():
+        with np.errstate(over="ignore", invalid="ignore"):
+            log_d = (a - 1.0) * (rdp - float(epsilon)) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)
+        log_d = np.where(np.isfinite(log_d), log_d, np.inf)
+        worst = max(worst, float(np.exp(min(float(np.min(log_d)), 0.0))))
+    return min(1.0, worst * (1.0 + _FP_SLACK))
+
+
+def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("nan")) -> EpsilonReport:
+    r"""The published report from the PRV report over equal spreads and the proven RDP ε over the ball.
+
+    epsilon = rdp_epsilon (scope "proven", method "rdp"); epsilon_equal_spreads = the PRV ε when it is smaller,
+    else None. A PRV report that is already proven (``prv.scope == "proven"``) is returned unchanged.
+    """
+    if prv.scope == "proven":
+        return prv
+    rdp_epsilon = float(rdp_epsilon)
+    if math.isnan(rdp_epsilon) or rdp_epsilon < 0:
+        raise ValueError(f"rdp_epsilon must be a number ≥ 0 or inf, got {rdp_epsilon!r}")
+    details = dict(prv.details)
+    details["rdp_order"] = rdp_order
+    details["epsilon_rdp"] = rdp_epsilon
+    return EpsilonReport(
+        epsilon=rdp_epsilon,
+        epsilon_lower=prv.epsilon_lower,
+        epsilon_estimate=prv.epsilon_estimate,
+        epsilon_upper=prv.epsilon_upper,
+        delta=prv.delta,
+        mode=prv.mode,
+        scope="proven",
+        method="rdp",
+        epsilon_equal_spreads=prv.epsilon if prv.epsilon < rdp_epsilon else None,
+        direction=prv.direction,
+        shape_k=prv.shape_k,
+        details=details,
+    )

@@ -1,0 +1,211 @@
+"""The proven Rényi bound over the ℓp ball (opacus_gg.accountants.ball_rdp): each step of the proof checked."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+from opacus_gg.accountants.shapes import is_certified
+from opacus_gg.accountants import compute_epsilon
+from opacus_gg.accountants import ball_rdp as br
+from opacus_gg.accountants.report import EpsilonReport
+from opacus_gg.rdp import DEFAULT_ORDERS, log_moment, subsampled_rdp
+
+
+def _laplace_log_moment(j: int, a: float) -> float:
+    """log M(j) for Laplace(scale 1) (GG β = 1): log(j/(2j-1) e^{(j-1)a} + (j-1)/(2j-1) e^{-ja}) (Mironov 2017),
+    in 50-digit arithmetic (the double-precision formula loses ~1e-16 absolute to cancellation)."""
+    with mpmath.workdps(50):
+        a = mpmath.mpf(a)
+        return float(mpmath.log(mpmath.mpf(j) / (2 * j - 1) * mpmath.exp((j - 1) * a)
+                                + mpmath.mpf(j - 1) / (2 * j - 1) * mpmath.exp(-j * a)))
+
+
+@pytest.mark.parametrize("j", [2, 3, 7, 20])
+@pytest.mark.parametrize("a", [1e-6, 1e-3, 0.3, 2.0])
+def test_per_coordinate_moment_matches_closed_forms_and_rounds_up(j, a):
+    exact = {1.0: _laplace_log_moment(j, a), 2.0: j * (j - 1) * a * a / 2}
+    for beta, ref in exact.items():
+        up = br.log_moment_upper(j, a, beta)
+        assert up >= ref
+        assert up <= ref * (1 + 1e-6) + 1e-15  # small shifts too: no 1e-10 absolute floor
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 2.0, 3.0])
+@pytest.mark.parametrize("j", [2, 9])
+def test_quadratic_coefficient_bounds_small_shifts_and_tends_to_fisher(beta, j):
+    a_s = 0.05
+    K = br.quadratic_coefficient(j, a_s, beta)
+    for a in np.linspace(a_s / 50, a_s, 12):
+        assert log_moment(j, a, beta) <= K * a * a
+    # K(a_s) → j(j-1)·E|X|^{2β-2}/2 (Fisher information of GG(β,1): β^{(2β-2)/β} Γ(2-1/β)/Γ(1/β))
+    fisher = beta ** ((2 * beta - 2) / beta) * math.gamma(2 - 1 / beta) / math.gamma(1 / beta)
+    k0 = br.quadratic_coefficient(j, 1e-7, beta)
+    assert k0 == pytest.approx(j * (j - 1) * fisher / 2, rel=1e-5)
+    assert k0 <= K
+
+
+def _random_ball_points(rng, d: int, p: float, m: float, n: int):
+    """Random and structured μ in the ℓp ball of radius m: one-hot, every equal spread, two-level, random."""
+    pts = []
+    for k in range(1, d + 1):
+        v = np.zeros(d)
+        v[:k] = 1.0
+        pts.append(v)
+    for t in (0.2, 0.5, 0.8):
+        v = np.full(d, t)
+        v[0] = 1.0
+        pts.append(v)
+    for _ in range(n):
+        v = np.abs(rng.standard_normal(d)) * (rng.random(d) < rng.uniform(0.3, 1.0))
+        if rng.random() < 0.5:
+            v = v ** 4  # peaky shapes
+        pts.append(v if v.any() else np.eye(d)[0])
+    out = []
+    for v in pts:
+        v = m * v / np.linalg.norm(v, ord=p)
+        out.append(v * (rng.uniform(0.5, 1.0) if rng.random() < 0.2 else 1.0))
+    return out
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 2.5, 3.0])
+@pytest.mark.parametrize("d", [2, 5, 8])
+def test_dual_bound_dominates_every_sampled_shift(beta, d):
+    """Σ_i L_j(|μ_i|) ≤ S_j bound for random and structured μ with ‖μ‖_p ≤ m (p ∈ {β, 2})."""
+    rng = np.random.default_rng(int(10 * beta) + d)
+    sigma = 0.8
+    for p in sorted({beta, 2.0}):
+        for j in (2, 5):
+            bound = br.ball_log_moment(j, sigma, beta, d, p)
+            worst = 0.0
+            for mu in _random_ball_points(rng, d, p, 1 / sigma, 40):
+                worst = max(worst, sum(log_moment(j, float(x), beta) for x in mu))
+            assert worst <= bound
+
+
+def test_exact_cases_d1_and_p_inf():
+    for beta in (1.5, 3.0):
+        assert br.ball_log_moment(4, 0.7, beta, 1, beta) == br.log_moment_upper(4, 1 / 0.7, beta)
+        assert br.ball_log_moment(4, 0.7, beta, 6, math.inf) >= 6 * br.log_moment_upper(4, 1 / 0.7, beta)
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5])
+def test_p_equal_beta_below_2_order_2_is_dimension_free(beta):
+    """Remark in the doc: at order 2 with p = β < 2, g_2(u) = L_2(u^{1/β}) is convex on [0, m^β] (measured),
+    so the bound is the one-hot value up to the refinement tolerance, whatever d."""
+    one_hot = br.log_moment_upper(2, 1.0, beta)
+    for d in (10, 10**6):
+        assert one_hot <= br.ball_log_moment(2, 1.0, beta, d, beta) <= one_hot * 1.005
+
+
+def test_high_orders_are_not_one_hot_and_the_bound_covers_the_spread():
+    """β = p = 1.5, order 20: an equal spread over k > 1 coordinates beats the one-hot shift (so the one-hot
+    'dimension independence' fails even for β < 2 at high orders), and the dual bound covers it."""
+    one_hot = log_moment(20, 1.0, 1.5)
+    spreads = [k * log_moment(20, k ** (-1 / 1.5), 1.5) for k in range(1, 11)]
+    assert max(spreads) > 1.02 * one_hot
+    assert br.ball_log_moment(20, 1.0, 1.5, 10, 1.5) >= max(spreads)
+
+
+def test_p_above_2_grows_with_dim_for_beta_3():
+    vals = [br.ball_log_moment(2, 1.0, 3.0, d, 3.0) for d in (1, 10, 1000)]
+    assert vals[0] < vals[1] < vals[2]
+
+
+def test_chords_in_order_bound_the_directly_computed_orders():
+    """S_j is convex in j: the chord interpolation never falls below a direct computation."""
+    arr = br.ball_log_moments(40, 0.9, 1.5, 50, 2.0)
+    assert arr[0] == 0 and arr[1] == 0
+    for j in (9, 13, 30):  # not among the computed orders
+        assert j not in br._computed_orders(40)
+        assert arr[j] >= br.ball_log_moment(j, 0.9, 1.5, 50, 2.0)
+
+
+def test_subsampled_rdp_matches_rdp_module_and_is_monotone_in_moments():
+    orders = [2, 3, 8, 20]
+    logm = np.array([log_moment(j, 1.2, 1.5) for j in range(21)])
+    mine = br.subsampled_rdp_from_log_moments(orders, 0.05, logm)
+    ref = subsampled_rdp(orders, noise_multiplier=1 / 1.2, sample_rate=0.05, beta=1.5)
+    for k in ("remove", "add"):
+        np.testing.assert_allclose(mine[k], ref[k], rtol=1e-9)
+    for j in (2, 5, 20):
+        bumped = logm.copy()
+        bumped[j] += 0.1
+        more = br.subsampled_rdp_from_log_moments(orders, 0.05, bumped)
+        for k in ("remove", "add"):
+            assert np.all(more[k] >= mine[k])
+
+
+@pytest.mark.parametrize("sigma,q,steps", [(1.0, 0.01, 1000), (0.8, 0.1, 50), (2.0, 0.001, 10000)])
+def test_gaussian_pipeline_is_above_opacus_rdp_and_prv(sigma, q, steps):
+    """β = 2: ε(rdp-ball) ≥ Opacus's RDP accountant (exact Gaussian RDP, same orders) ≥ ... and ≥ the PRV ε."""
+    eps, _ = br.rdp_ball_epsilon([(sigma, q, steps, 2.0, 1, 2.0)], 1e-5)
+    rdp = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=DEFAULT_ORDERS)
+    opacus_eps, _ = get_privacy_spent(orders=DEFAULT_ORDERS, rdp=rdp, delta=1e-5)
+    assert eps >= opacus_eps
+    assert eps <= opacus_eps * 1.01  # the add-direction bounds cost at most 1 % here
+    assert eps >= compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=1e-5).epsilon
+    eps_d, _ = br.rdp_ball_epsilon([(sigma, q, steps, 2.0, 100, 2.0)], 1e-5)
+    assert eps_d >= eps
+
+
+@pytest.mark.parametrize("beta,d", [(1.5, 4), (3.0, 8)])
+def test_proven_bound_is_above_the_equal_spread_prv(beta, d):
+    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=200, delta=1e-5, beta=beta, dim=d)
+    assert report.certified and report.method == "rdp"
+    assert report.epsilon == report.details["epsilon_rdp"]
+    assert report.epsilon >= report.epsilon_upper  # the PRV upper bound over equal spreads
+
+
+def test_monotone_in_steps_and_dim_and_sigma_zero():
+    orders = list(range(2, 17))
+    base = (1.0, 0.01, 100, 1.5, 10, 2.0)
+    e = br.rdp_ball_epsilon([base], 1e-5, orders)[0]
+    assert br.rdp_ball_epsilon([base[:2] + (200,) + base[3:]], 1e-5, orders)[0] > e
+    assert br.rdp_ball_epsilon([base[:4] + (1000,) + base[5:]], 1e-5, orders)[0] > e
+    two = br.rdp_ball_epsilon([base, (2.0, 0.05, 30, 3.0, 4, 3.0)], 1e-5, orders)[0]
+    assert two > e
+    assert br.rdp_ball_epsilon([(0.0, 0.01, 10, 1.5, 10, 2.0), base], 1e-5)[0] == math.inf
+
+
+def test_bad_input_raises_naming_the_parameter():
+    with pytest.raises(ValueError, match="delta"):
+        br.rdp_ball_epsilon([(1.0, 0.01, 10)], 1.5)
+    with pytest.raises(ValueError, match="orders"):
+        br.rdp_ball_epsilon([(1.0, 0.01, 10)], 1e-5, orders=[1, 2])
+    with pytest.raises(ValueError, match="history entries"):
+        br.rdp_ball_epsilon([(1.0, 0.01)], 1e-5)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        br.rdp_ball_epsilon([(-1.0, 0.01, 10)], 1e-5)
+    with pytest.raises(ValueError, match="dim"):
+        br.rdp_ball_epsilon([(1.0, 0.01, 10, 1.5, 0, 2.0)], 1e-5)
+    with pytest.raises(ValueError, match="rdp_epsilon"):
+        br.combine(_prv_report("equal_spreads", 1.0), float("nan"))
+
+
+def _prv_report(scope: str, eps: float) -> EpsilonReport:
+    return EpsilonReport(epsilon=eps, epsilon_lower=eps * 0.99, epsilon_estimate=eps, epsilon_upper=eps,
+                         delta=1e-5, scope=scope)
+
+
+def test_combine_fields():
+    proven = _prv_report("proven", 1.0)
+    assert br.combine(proven, 2.0) is proven
+    out = br.combine(_prv_report("equal_spreads", 1.0), 1.25, 12.0)
+    assert (out.epsilon, out.scope, out.method, out.epsilon_equal_spreads) == (1.25, "proven", "rdp", 1.0)
+    assert out.details["rdp_order"] == 12.0 and "1.2500 (proven" in out.summary() and "1.0000 (over equal" in out.summary()
+    out = br.combine(_prv_report("equal_spreads", 1.5), 1.25)
+    assert out.epsilon == 1.25 and out.epsilon_equal_spreads is None
+    assert is_certified(2.0, 10, 1.5) and is_certified(1.5, 1, 1.5) and is_certified(3.0, 9, math.inf)
+    assert not is_certified(1.5, 2, 1.5) and not is_certified(3.0, 2, 3.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [10**6, 10**9])
+def test_large_dimensions_are_finite_and_ordered(d):
+    e = [br.rdp_ball_epsilon([(1.0, 0.001, 1000, 1.5, dd, 2.0)], 1e-5)[0] for dd in (10, d)]
+    assert math.isfinite(e[1]) and e[1] >= e[0]
