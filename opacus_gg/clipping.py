@@ -76,7 +76,7 @@ def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Te
     r"""out[i, j] = Σ_k |c_ijk|^p over the last dim (blocks of ``_BLOCK``), through cache-sized scratch.
 
     Exact cheap forms, at most 3 roundings per term: |x| (p = 1), x·x (2), (x·x)² summed by a fused
-    ℓ2 norm (4), |x|·x² (3), |x|·√|x| (1.5); torch.pow otherwise."""
+    ℓ2 norm (4), |x|·x² (3), |x|·√|x| (1.5), |x|·(|x|·√|x|) (2.5); torch.pow otherwise."""
     if p == 2.0:
         torch.linalg.vector_norm(c, 2, dim=-1, out=out)
         out.mul_(out)
@@ -92,6 +92,10 @@ def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Te
         a.mul_(tmp)
     elif p == 1.5:
         torch.sqrt(a, out=tmp)
+        a.mul_(tmp)
+    elif p == 2.5:
+        torch.sqrt(a, out=tmp)
+        tmp.mul_(a)
         a.mul_(tmp)
     elif p != 1.0:
         a.pow_(p)
@@ -122,7 +126,7 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
             rows = max(1, _CHUNK_ELEMS // (m * _BLOCK))
             cap = min(rows, B)
             buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
-            tmp = torch.empty_like(buf) if p in (1.5, 3.0) else buf
+            tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
             for i in range(0, B, rows):
                 k = min(rows, B - i)
                 _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])

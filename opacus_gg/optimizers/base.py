@@ -14,7 +14,6 @@ included). For β ≠ 2, ``secure_mode=True`` raises: Opacus's floating-point-at
 
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Optional
 
 import torch
