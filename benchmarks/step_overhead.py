@@ -1,12 +1,15 @@
-"""Benchmark: one training step of GGPrivacyEngine (β ∈ {1.5, 2, 3}) vs Opacus's PrivacyEngine (not a test).
+"""Benchmark: one training step of GGPrivacyEngine (β = clip_norm_p = p) vs Opacus's PrivacyEngine (not a test).
 
     python benchmarks/step_overhead.py [--batch 256] [--steps 5] [--device cpu|cuda] [--threads N]
+                                       [--ps 1 1.5 3 4] [--clipping flat per_layer]
 
-Same ~1M-parameter CNN (CIFAR-shaped input), same fixed batch, same run; engines are timed
-round-robin (so machine load affects all alike) and the median step time is reported with its
-ratio to Opacus (target ≤ 1.10×). The clip_norm_p=2 rows isolate the cost of GG noise from the
-cost of ℓp (p ≠ 2) clipping. A step = zero_grad + forward + backward (per-sample grads) +
-clip + noise + accountant hook + SGD update.
+Same ~1M-parameter CNN (CIFAR-shaped input), same fixed batch, same run. For each clipping mode the
+Opacus engine (ℓ2 clipping, Gaussian noise) and the GG engines (ℓp clipping and GG(β = p) noise) are
+timed round-robin, step by step, so that load from other processes hits all alike; each row prints
+the median step time and the median of the per-step in-run ratios to Opacus's step of the same round
+(target ≤ 1.05). A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
+accountant hook + optimizer update. On CUDA the peak allocated memory of a step is printed too
+(ratio to Opacus's); on a GPU run ``python benchmarks/step_overhead.py --device cuda``.
 """
 
 from __future__ import annotations
@@ -34,22 +37,21 @@ def make_cnn() -> nn.Module:
     )
 
 
-def build(name: str, beta: float, batch: int, device: torch.device, clip_norm_p=None):
+def build(name: str, p: float, clipping: str, batch: int, device: torch.device):
     torch.manual_seed(0)
     model = make_cnn().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     dl = DataLoader(TensorDataset(torch.randn(batch * 4, 3, 32, 32), torch.randint(0, 10, (batch * 4,))),
                     batch_size=batch)
     gen = torch.Generator(device=device).manual_seed(1)
+    n_tensors = sum(1 for _ in model.parameters())
+    mgn = 1.0 if clipping == "flat" else [1.0 / n_tensors**0.5] * n_tensors
+    kw = dict(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0, max_grad_norm=mgn,
+              clipping=clipping, noise_generator=gen)
     if name == "opacus":
-        pe = PrivacyEngine(accountant="prv")
-        model, opt, _ = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
-                                        max_grad_norm=1.0, noise_generator=gen)
+        model, opt, _ = PrivacyEngine(accountant="prv").make_private(**kw)
     else:
-        pe = GGPrivacyEngine(accountant="gg_prv")
-        model, opt, _ = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
-                                        max_grad_norm=1.0, beta=beta, clip_norm_p=clip_norm_p,
-                                        noise_generator=gen)
+        model, opt, _ = GGPrivacyEngine(accountant="gg_prv").make_private(beta=p, clip_norm_p=p, **kw)
     return model, opt
 
 
@@ -65,6 +67,16 @@ def step(model, opt, x, y, device) -> float:
     return time.perf_counter() - t0
 
 
+def peak_bytes(model, opt, x, y, device) -> float:
+    """Peak CUDA memory allocated during one step (nan on CPU)."""
+    if device.type != "cuda":
+        return float("nan")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats(device)
+    step(model, opt, x, y, device)
+    return float(torch.cuda.max_memory_allocated(device))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=256)
@@ -72,30 +84,36 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--ps", type=float, nargs="+", default=[1.0, 1.5, 3.0, 4.0])
+    ap.add_argument("--clipping", nargs="+", choices=["flat", "per_layer"], default=["flat", "per_layer"])
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     if a.threads:
         torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    configs = [("opacus", 2.0, None), ("gg", 1.5, None), ("gg", 2.0, None), ("gg", 3.0, None),
-               ("gg", 1.5, 2.0), ("gg", 3.0, 2.0)]
-    built = {c: build(c[0], c[1], a.batch, dev, c[2]) for c in configs}
-    n_params = sum(p.numel() for p in built[configs[0]][0].parameters())
     torch.manual_seed(2)
     x = torch.randn(a.batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
-    times = {c: [] for c in configs}
-    for i in range(a.warmup + a.steps):
-        for c in configs:  # round-robin
-            t = step(*built[c], x, y, dev)
-            if i >= a.warmup:
-                times[c].append(t)
-    print(f"device={dev} params={n_params} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()}")
-    base = statistics.median(times[configs[0]])
-    for c in configs:
-        med = statistics.median(times[c])
-        label = "Opacus PrivacyEngine" if c[0] == "opacus" else f"GG beta={c[1]} clip_norm_p={c[2] or c[1]}"
-        print(f"{label:28s} median {med * 1e3:8.1f} ms  ratio {med / base:5.3f}  (min {min(times[c]) * 1e3:.1f} ms)")
+    print(f"device={dev} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()}")
+    for clipping in a.clipping:
+        configs = [("opacus", 2.0)] + [("gg", p) for p in a.ps]
+        built = {c: build(c[0], c[1], clipping, a.batch, dev) for c in configs}
+        times = {c: [] for c in configs}
+        for i in range(a.warmup + a.steps):
+            for c in configs:  # round-robin
+                t = step(*built[c], x, y, dev)
+                if i >= a.warmup:
+                    times[c].append(t)
+        peaks = {c: peak_bytes(*built[c], x, y, dev) for c in configs}
+        base = times[configs[0]]
+        print(f"clipping={clipping}")
+        for c in configs:
+            med = statistics.median(times[c])
+            ratio = statistics.median(t / b for t, b in zip(times[c], base))
+            label = "Opacus (l2, Gaussian)" if c[0] == "opacus" else f"GG beta=clip_norm_p={c[1]:g}"
+            mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}" if dev.type == "cuda" else ""
+            print(f"  {label:24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
+        del built
 
 
 if __name__ == "__main__":

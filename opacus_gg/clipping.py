@@ -6,16 +6,17 @@ For per-sample gradients g_i = (g_{i,1}, …, g_{i,L}) split over L parameter te
     ‖g_i‖_p = (Σ_l ‖g_{i,l}‖_p^p)^{1/p}     (p = ∞: max_l ‖g_{i,l}‖_∞),
 
 and each g_i is scaled by min(1, C / (‖g_i‖_p + 1e-6)) (Opacus's clip factor), so that
-‖clipped g_i‖_p ≤ C. For numerical stability the p-norm (p ≠ 2) is computed after dividing by
-the per-sample max M_i = ‖g_i‖_∞:  ‖g_i‖_p = M_i · (Σ |g/M_i|^p)^{1/p}; without the rescaling a
-large p underflows tiny entries to 0 and overflows big ones to inf (an inf norm would silently
-zero the gradient). A NaN/inf per-sample gradient raises ``FloatingPointError``.
+‖clipped g_i‖_p ≤ C. The norms are certified upper bounds computed in one pass over the per-sample
+gradients (see :func:`per_sample_norms`); only if Σ|g|^p overflows is the sum redone after dividing
+by the per-sample max M_i = ‖g_i‖_∞ (‖g_i‖_p = M_i · (Σ |g/M_i|^p)^{1/p}), so an inf norm never
+silently zeroes a gradient. A NaN/inf per-sample gradient raises ``FloatingPointError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import List, Sequence, Union
+from typing import Iterator, List, Sequence, Union
 
 import torch
 
@@ -37,11 +38,8 @@ def check_finite(norms: torch.Tensor, what: str = "per-sample gradient") -> None
 
 
 def per_layer_norms(grads: Sequence[torch.Tensor], p: float) -> List[torch.Tensor]:
-    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (stable)."""
-    out = []
-    for g in grads:
-        out.append(per_sample_norms([g], p))
-    return out
+    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (rounded up)."""
+    return [per_sample_norms([g], p) for g in grads]
 
 
 def _max_abs(g: torch.Tensor) -> torch.Tensor:
@@ -52,40 +50,65 @@ def _max_abs(g: torch.Tensor) -> torch.Tensor:
 
 _BLOCK = 1024
 
-
-#: elements per chunk of the fused |x|^p pass: small enough to stay in cache, big enough for few Python steps
+#: elements per chunk of the CPU |x|^p pass: the chunk's scratch buffers stay in the (L2/L3) cache
 _CHUNK_ELEMS = 1 << 20
 
+_FORCE_ACCELERATOR_PATH = False
+_F64_MAX = torch.finfo(torch.float64).max
 
-def _abs_pow_(a: torch.Tensor, p: float, tmp: torch.Tensor) -> None:
-    """In place a ← a^p for a ≥ 0, with cheap exact-ish forms for the common p (≤ 3 roundings each)."""
-    if p == 1.0:
-        return
+
+@contextlib.contextmanager
+def accelerator_path(enabled: bool = True) -> Iterator[None]:
+    """Within the block, CPU norms take the accelerator branch (one fused pass, no chunks, no scratch)."""
+    global _FORCE_ACCELERATOR_PATH
+    old, _FORCE_ACCELERATOR_PATH = _FORCE_ACCELERATOR_PATH, bool(enabled)
+    try:
+        yield
+    finally:
+        _FORCE_ACCELERATOR_PATH = old
+
+
+def _uses_accelerator_path(device: torch.device) -> bool:
+    return device.type != "cpu" or _FORCE_ACCELERATOR_PATH
+
+
+def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Tensor, out: torch.Tensor) -> None:
+    r"""out[i, j] = Σ_k |c_ijk|^p over the last dim (blocks of ``_BLOCK``), through cache-sized scratch.
+
+    Exact cheap forms, at most 3 roundings per term: |x| (p = 1), x·x (2), (x·x)² summed by a fused
+    ℓ2 norm (4), |x|·x² (3), |x|·√|x| (1.5), |x|·(|x|·√|x|) (2.5); torch.pow otherwise."""
     if p == 2.0:
-        a.mul_(a)
+        torch.linalg.vector_norm(c, 2, dim=-1, out=out)
+        out.mul_(out)
+        return
+    if p == 4.0:
+        torch.mul(c, c, out=buf)
+        torch.linalg.vector_norm(buf, 2, dim=-1, out=out)
+        out.mul_(out)
+        return
+    a = torch.abs(c, out=buf)
+    if p == 3.0:
+        torch.mul(c, c, out=tmp)
+        a.mul_(tmp)
     elif p == 1.5:
         torch.sqrt(a, out=tmp)
         a.mul_(tmp)
-    elif p == 3.0:
-        torch.mul(a, a, out=tmp)
-        a.mul_(tmp)
-    elif p == 4.0:
-        a.mul_(a)
-        a.mul_(a)
     elif p == 2.5:
         torch.sqrt(a, out=tmp)
         tmp.mul_(a)
         a.mul_(tmp)
-    else:
+    elif p != 1.0:
         a.pow_(p)
+    torch.sum(a, dim=-1, out=out)
 
 
-def _sum_pow(f: torch.Tensor, p: float, out_device) -> torch.Tensor:
-    r"""Σ_j |f_ij|^p per row in float64, from float32/float64 partial sums over blocks of ``_BLOCK``
-    entries (relative error of each block ≤ γ_{k-1} + O(p)·u, whatever order torch sums in).
+def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
+    r"""Ŝ_i ≈ Σ_j |f_ij|^p per row (float64 [B]) from partial sums over blocks of ``_BLOCK`` entries in
+    f's dtype: each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
+    entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
-    |x|^p is formed chunk by chunk in two reusable buffers (cache-sized), which is several times faster
-    on CPU than ``vector_norm(ord=p)`` or whole-tensor ``pow`` on large per-sample gradients.
+    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary).
+    Accelerators (or inside :func:`accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
     m = n // _BLOCK
@@ -95,25 +118,27 @@ def _sum_pow(f: torch.Tensor, p: float, out_device) -> torch.Tensor:
             blocks = torch.as_strided(f, (B, m, _BLOCK), (f.stride(0), _BLOCK, 1), f.storage_offset())
         else:
             blocks = f[:, : m * _BLOCK].reshape(B, m, _BLOCK)
-        partial = torch.empty((B, m), dtype=f.dtype, device=f.device)
-        rows = max(1, _CHUNK_ELEMS // (m * _BLOCK))
-        cap = min(rows, B)
-        buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
-        tmp = torch.empty_like(buf)
-        for i in range(0, B, rows):
-            c = blocks[i : i + rows]
-            k = c.shape[0]
-            a = torch.abs(c, out=buf[:k])
-            _abs_pow_(a, p, tmp[:k])
-            torch.sum(a, dim=-1, out=partial[i : i + k])
-        total += partial.double().sum(-1)
+        if _uses_accelerator_path(f.device):
+            part = torch.linalg.vector_norm(blocks, p, dim=-1).double()
+            total += part.sum(-1) if p == 1.0 else part.pow_(p).sum(-1)
+        else:
+            partial = torch.empty((B, m), dtype=f.dtype, device=f.device)
+            rows = max(1, _CHUNK_ELEMS // (m * _BLOCK))
+            cap = min(rows, B)
+            buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
+            tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
+            for i in range(0, B, rows):
+                k = min(rows, B - i)
+                _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
+            total += partial.double().sum(-1)
     if n > m * _BLOCK:
-        total += torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double().pow(p)
-    return total.to(out_device)
+        rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double()
+        total += rest if p == 1.0 else rest.pow_(p)
+    return total
 
 
 def _rel_error_bound(dtype: torch.dtype, p: float) -> float:
-    """κ with |computed Σ|x|^p − exact| ≤ κ·exact: γ_{k−1} for the block sums plus pow/root roundings."""
+    """κ with computed Σ|x|^p ≥ (exact − 2n·tiny)/(1 + κ): γ_{k−1} for the block sums plus pow/root roundings."""
     u = torch.finfo(dtype).eps / 2
     return (_BLOCK + 2 * p + 8) * u
 
@@ -122,11 +147,18 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     r"""Flat ℓp norm per sample over all tensors: (Σ_l ‖g_{i,l}‖_p^p)^{1/p}, shape [B], rounded up.
 
     Each tensor has the batch on dim 0. p = ∞: max_l ‖g_{i,l}‖_∞ (exact). Otherwise the result is a
-    certified upper bound: Σ|g|^p is accumulated in float64 from float32 blocks of 1024 entries and
-    multiplied by (1 + κ)^{1/p}, κ = (1024 + 2p + 8)·u ≈ 6e-5 in float32 (torch's float32
-    ``vector_norm`` alone is off by ~3e-4 relative on 10^6 entries, which could let a clipped
-    gradient exceed C). M_i = max|g_i| is computed first; when M_i^p·n could overflow or underflow
-    the sum is taken of (g/M_i) instead, and multiplied back.
+    certified upper bound, from ONE pass over the per-sample gradients:
+
+        ‖g_i‖_p ≤ ((Ŝ_i + 2 n·tiny)·(1 + κ))^{1/p},   κ = (1024 + 2p + 8)·u,
+
+    where Ŝ_i is Σ|g|^p accumulated in float64 from blocks of 1024 entries summed in the grads' dtype
+    (unit roundoff u, smallest normal ``tiny``, n entries per sample). Each term |x|^p is formed with
+    ≤ 3 roundings (relative error ≤ 3u when normal; an under-/flushed-to-zero result is off by < 2·tiny,
+    the absolute term), and any summation order of k terms has relative error ≤ γ_{k−1} ≤ 1024u. κ ≈ 6e-5
+    in float32: torch's float32 ``vector_norm`` alone is off by ~3e-4 relative on 10^6 entries, which
+    could let a clipped gradient exceed C. If some Ŝ_i overflows (or a gradient is NaN/inf), or is
+    below 10^6 · 2n·tiny (so that the underflow term would loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no overflow) and multiplied back:
+    ‖g_i‖_p ≤ M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) (ε covers rounding M_i to the grads' dtype).
     Norms are float64 on the device of the first tensor. (Opacus's own ℓ2 formula, used by the
     optimizer at β = p = 2 for bit-equality with Opacus, is not rounded up.)
     """
@@ -136,26 +168,22 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     B = len(grads[0])
     if B == 0:
         return torch.zeros((0,), device=device, dtype=torch.float64)
+    dtype = grads[0].dtype if grads[0].is_floating_point() else torch.float32
+    fi = torch.finfo(dtype)
+    n = sum(_flat(g).shape[1] for g in grads)
+    inflate = 1.0 + _rel_error_bound(dtype, p)
+    if not math.isinf(p):
+        total = sum(_sum_pow(_flat(g), p).to(device) for g in grads)
+        floor = 2.0 * n * fi.tiny
+        # fast path unless some Ŝ_i overflowed (or is NaN) or the underflow term is not negligible
+        if bool(((total >= floor * 1e6) & (total <= _F64_MAX)).all()):  # the one host synchronisation
+            return (total + floor).mul_(inflate).pow_(1.0 / p)
     maxes = torch.stack([_max_abs(g).to(device) for g in grads], dim=1).amax(dim=1).double()
     if math.isinf(p) or not bool(torch.isfinite(maxes).all()):
         return maxes  # p = ∞, or NaN/inf entries (the caller raises)
-    n = sum(_flat(g).shape[1] for g in grads)
-    dtype = grads[0].dtype if grads[0].is_floating_point() else torch.float32
-    fi = torch.finfo(dtype)
-    pos = maxes[maxes > 0]
-    log_mp = p * torch.log(pos) if pos.numel() else torch.zeros(1, dtype=torch.float64)
-    direct = bool(
-        (log_mp + math.log(n) <= math.log(fi.max) - 2.0).all()
-        and (log_mp >= math.log(n * fi.tiny) + 8.0 * math.log(10.0)).all()
-    )
-    inflate = (1.0 + _rel_error_bound(dtype, p)) ** (1.0 / p)
-    if direct:
-        total = sum(_sum_pow(_flat(g), p, device) for g in grads)
-        return total.pow(1.0 / p) * inflate
     safe = torch.where(maxes > 0, maxes, torch.ones_like(maxes))
-    total = sum(_sum_pow(_flat(g) / safe.to(g.device, g.dtype)[:, None], p, device) for g in grads)
-    # M_i rounded to the grads' dtype for the division: the quotient's rounding is inside κ
-    return total.pow(1.0 / p) * maxes * inflate * (1.0 + 4 * fi.eps)
+    total = sum(_sum_pow(_flat(g) / safe.to(g.device, g.dtype)[:, None], p).to(device) for g in grads)
+    return (total + 2.0 * n * fi.tiny).mul_(inflate).pow_(1.0 / p) * maxes * (1.0 + 4 * fi.eps)
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

@@ -11,10 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opacus.optimizers import DPOptimizer, DPPerLayerOptimizer
 
+from opacus_gg import clipping
 from opacus_gg.clipping import check_finite, clip_factors, per_sample_norms, total_sensitivity
 from opacus_gg.optimizers import GGDPOptimizer, GGDPPerLayerOptimizer
 
-PS = [1.0, 1.5, 2.0, 3.0, 4.0, math.inf]
+PS = [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, math.inf]
+
+
+@pytest.fixture(params=["cpu_chunked", "accelerator_one_pass"])
+def path(request):
+    """Run the test on the CPU chunked path and on the accelerator one-pass path (forced on CPU)."""
+    with clipping.accelerator_path(request.param == "accelerator_one_pass"):
+        yield request.param
 
 
 def _ref_norm(grads, p):
@@ -23,7 +31,7 @@ def _ref_norm(grads, p):
 
 
 @pytest.mark.parametrize("p", PS)
-def test_per_sample_norms_are_tight_upper_bounds(p):
+def test_per_sample_norms_are_tight_upper_bounds(p, path):
     g = torch.Generator().manual_seed(0)
     grads = [torch.randn(5, 3, 4, generator=g), torch.randn(5, 7, generator=g) * 10]
     ours = per_sample_norms(grads, p).double().numpy()
@@ -32,7 +40,7 @@ def test_per_sample_norms_are_tight_upper_bounds(p):
 
 
 @pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0])
-def test_norm_upper_bound_on_a_million_entries(p):
+def test_norm_upper_bound_on_a_million_entries(p, path):
     """torch's float32 vector_norm is ~3e-4 (p≠2) / 1e-5 (p=2) off on 10^6 entries; ours never under-estimates."""
     g = torch.Generator().manual_seed(1)
     grads = [torch.rand(4, 1_000_003, generator=g) * 2 - 1, torch.randn(4, 5000, generator=g)]
@@ -42,7 +50,7 @@ def test_norm_upper_bound_on_a_million_entries(p):
 
 
 @pytest.mark.parametrize("p", [3.0, 8.0, 16.0])
-def test_norm_stable_for_tiny_and_huge_entries(p):
+def test_norm_stable_for_tiny_and_huge_entries(p, path):
     """Without rescaling, |x|^p under/overflows in float32 (an inf norm would zero the gradient)."""
     tiny = torch.full((2, 1000), 1e-20)
     huge = torch.full((2, 1000), 1e20)
@@ -106,11 +114,15 @@ def _clipped_per_sample(opt_cls, holder, p, mgn):
     c=st.floats(0.01, 10.0),
     seed=st.integers(0, 10_000),
     spread=st.floats(0.0, 4.0),
+    one_pass=st.booleans(),
+    big=st.booleans(),
 )
-def test_flat_clipping_bound_property(p, c, seed, spread):
-    h = _Holder([(3, 4), (5,), (2, 2, 2)], batch=6, seed=seed, spread=spread)
+def test_flat_clipping_bound_property(p, c, seed, spread, one_pass, big):
+    # big: a 2100-entry tensor, so that whole 1024-blocks (not only the remainder) are summed
+    h = _Holder([(3, 4), (5,), (2, 2, 2)] + ([(3, 700)] if big else []), batch=6, seed=seed, spread=spread)
     orig = [prm.grad_sample.clone() for prm in h.params]
-    _, out = _clipped_per_sample(GGDPOptimizer, h, p, c)
+    with clipping.accelerator_path(one_pass):
+        _, out = _clipped_per_sample(GGDPOptimizer, h, p, c)
     for i, parts in enumerate(out):
         n = float(_ref_norm([x.unsqueeze(0) for x in parts], p)[0])  # exact (float64)
         assert n <= c * (1 + 1e-6), (n, c, p)
@@ -125,10 +137,12 @@ def test_flat_clipping_bound_property(p, c, seed, spread):
     cs=st.lists(st.floats(0.01, 5.0), min_size=3, max_size=3),
     seed=st.integers(0, 10_000),
     spread=st.floats(0.0, 4.0),
+    one_pass=st.booleans(),
 )
-def test_per_layer_clipping_bound_property(p, cs, seed, spread):
-    h = _Holder([(3, 4), (5,), (2, 2, 2)], batch=5, seed=seed, spread=spread)
-    opt, out = _clipped_per_sample(GGDPPerLayerOptimizer, h, p, cs)
+def test_per_layer_clipping_bound_property(p, cs, seed, spread, one_pass):
+    h = _Holder([(3, 4), (5,), (2, 1100)], batch=5, seed=seed, spread=spread)
+    with clipping.accelerator_path(one_pass):
+        opt, out = _clipped_per_sample(GGDPPerLayerOptimizer, h, p, cs)
     assert opt.max_grad_norm == pytest.approx(total_sensitivity(cs, p))
     for parts in out:
         for x, c in zip(parts, cs):
@@ -166,7 +180,7 @@ def test_optimizer_raises_on_nan_before_accumulating():
 
 
 @pytest.mark.parametrize("p", [1.5, 3.0, 7.0])
-def test_direct_and_rescaled_paths_agree(p):
+def test_direct_and_rescaled_paths_agree(p, path):
     g = torch.Generator().manual_seed(4)
     x = torch.randn(6, 50, generator=g)
     y = x.clone()
@@ -176,3 +190,41 @@ def test_direct_and_rescaled_paths_agree(p):
     np.testing.assert_allclose(a[1:].numpy(), b[1:].numpy(), rtol=1e-6)
     ref = _ref_norm([x], p)
     assert (a.numpy() >= ref).all() and (a.numpy() <= ref * (1 + 1e-4)).all()
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 7.0])
+def test_norm_bound_with_underflowing_entries(p, path):
+    """Entries whose |x|^p underflows in float32 (1e-30…1e-12) next to normal ones: still an upper bound."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 3000, generator=g)
+    x[:, ::2] *= 10.0 ** -torch.randint(12, 31, (4, 1500), generator=g).float()
+    x[3] *= 1e-25  # a sample made only of tiny entries: takes the rescaled path
+    ours = per_sample_norms([x], p).numpy()
+    ref = _ref_norm([x], p)
+    assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4)).all(), ours / ref - 1
+
+
+def test_zero_gradient_has_zero_norm(path):
+    x = torch.zeros(3, 2500)
+    x[1, 7] = 0.5
+    n = per_sample_norms([x, torch.zeros(3, 4)], 3.0)
+    assert n[0] == 0 and n[2] == 0 and 0.5 <= float(n[1]) <= 0.5 * (1 + 1e-4)
+
+
+def test_chunked_path_has_no_full_size_temporary(monkeypatch):
+    """The CPU |x|^p pass allocates scratch of at most 2 chunks, however large the per-sample gradients."""
+    sizes = []
+    orig_empty = torch.empty
+
+    def spy(*args, **kwargs):
+        t = orig_empty(*args, **kwargs)
+        sizes.append(t.numel())
+        return t
+
+    monkeypatch.setattr(clipping.torch, "empty", spy)
+    monkeypatch.setattr(clipping, "_CHUNK_ELEMS", 4096)
+    x = torch.randn(64, 5000)
+    for p in (1.0, 1.5, 2.5, 3.0, 4.0):
+        sizes.clear()
+        per_sample_norms([x], p)
+        assert max(sizes) <= 4096, (p, sizes)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import integrate, stats
 
+from opacus_gg import _ziggurat as Z
 from opacus_gg import distribution as D
 
 BETAS = [1.0, 1.5, 2.0, 3.0, 4.0]
@@ -144,7 +145,7 @@ def test_sample_ks_1e6_float32(beta):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_ziggurat_tail_masses_around_r(beta, dtype):
     """P(|X| > t) at t = r/2, r, 1.2 r (r: Ziggurat base-layer edge) against the exact sf (binomial)."""
-    r = D._zig_table(beta)[0]
+    r = Z.table(beta)[0]
     n = 2_000_000
     x = D.sample(n, beta, 1.0, generator=torch.Generator().manual_seed(5), dtype=dtype).abs()
     for t in (0.5 * r, r, 1.2 * r):
@@ -155,8 +156,8 @@ def test_ziggurat_tail_masses_around_r(beta, dtype):
 
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
 def test_ziggurat_table_layers_have_equal_area(beta):
-    r, v, xs, gs, gt = D._zig_table(beta)
-    n = D._ZIG_LAYERS
+    r, v, xs, gs, gt = Z.table(beta)
+    n = Z.LAYERS
     assert xs.shape == (n + 1,) and xs[-1] == 0 and np.all(np.diff(xs[1:]) < 0) and xs[0] > r == xs[1]
     np.testing.assert_allclose(xs[1:n] * (gt[1:] - gs[1:]), v, rtol=1e-12)  # layers 1..N-1
     assert xs[0] * math.exp(-(r**beta) / beta) == pytest.approx(v, rel=1e-12)  # base strip + tail
@@ -168,8 +169,8 @@ def test_ziggurat_table_layers_have_equal_area(beta):
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0])
 def test_ziggurat_tail_sampler_ks(beta):
     """The base-layer tail X | X > r (shifted-exponential rejection) against the exact conditional CDF."""
-    r = D._zig_table(beta)[0]
-    y = D._gg_tail(200_000, beta, r, torch.Generator().manual_seed(1), "cpu").numpy()
+    r = Z.table(beta)[0]
+    y = Z.tail(200_000, beta, r, torch.Generator().manual_seed(1), "cpu").numpy()
     assert y.min() > r
     sf_r = float(D.sf(r, beta, 1.0))
     cond_cdf = lambda t: 1.0 - D.sf(t, beta, 1.0) / sf_r  # noqa: E731
@@ -177,7 +178,7 @@ def test_ziggurat_tail_sampler_ks(beta):
 
 
 def test_sizes_across_chunks_reproducible():
-    n = D._ZIG_CHUNK * 2 + 3
+    n = Z.CHUNK * 2 + 3
     a = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(8))
     b = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(8))
     assert torch.equal(a, b) and torch.isfinite(a).all()

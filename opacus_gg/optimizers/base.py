@@ -14,8 +14,7 @@ included). For β ≠ 2, ``secure_mode=True`` raises: Opacus's floating-point-at
 
 from __future__ import annotations
 
-import math
-from typing import Optional
+from typing import Dict, List, Optional
 
 import torch
 from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
@@ -114,23 +113,45 @@ class GGNoiseMixin(GGParamsMixin):
     """Adds GG(β, noise_multiplier·max_grad_norm) noise to the clipped sum, then optional clamping."""
 
     def add_noise(self) -> None:
-        r"""p.grad = clamp(ĝ + Z, −a, a),  Z ~ GG(β, σC)^{⊗ shape}; at β = 2 Opacus's Gaussian path."""
+        r"""p.grad = clamp(ĝ + Z, −a, a),  Z ~ GG(β, σC)^{⊗ shape}; at β = 2 Opacus's Gaussian path.
+
+        For β ≠ 2 the noise of all parameters (per device and dtype) is drawn in ONE call into one
+        flat buffer; ĝ is added into it in place and each ``p.grad`` is a view of it. σC = 0 adds no
+        noise (as Opacus's ``_generate_noise`` at std 0).
+        """
         if self.beta == 2.0:
             super().add_noise()
         else:
-            scale = self.noise_multiplier * self.max_grad_norm
             for p in self.params:
                 _check_processed_flag(p.summed_grad)
-                ref = p.summed_grad
+            scale = self.noise_multiplier * self.max_grad_norm
+            for ps in _group_by_device_dtype(self.params):
+                ref = ps[0].summed_grad
+                total = sum(p.summed_grad.numel() for p in ps)
                 if scale == 0:
-                    p.grad = ref.clone().view_as(p)
+                    flat = torch.zeros(total, device=ref.device, dtype=ref.dtype)
                 else:
-                    noise = distribution.sample(
-                        ref.shape, self.beta, scale, generator=self.generator, device=ref.device, dtype=ref.dtype
+                    flat = distribution.sample(
+                        total, self.beta, scale, generator=self.generator, device=ref.device, dtype=ref.dtype
                     )
-                    p.grad = (ref + noise).view_as(p)
+                offset = 0
+                for p in ps:
+                    k = p.summed_grad.numel()
+                    view = flat[offset : offset + k].view_as(p)
+                    view.add_(p.summed_grad.view_as(p))
+                    p.grad = view
+                    offset += k
+            for p in self.params:
                 _mark_as_processed(p.summed_grad)
         if self.rectify_bound is not None:
             a = self.rectify_bound
             for p in self.params:
                 p.grad.clamp_(-a, a)
+
+
+def _group_by_device_dtype(params) -> List[list]:
+    """Parameters grouped by (device, dtype) of their ``summed_grad``, in order of first appearance."""
+    groups: Dict[tuple, list] = {}
+    for p in params:
+        groups.setdefault((p.summed_grad.device, p.summed_grad.dtype), []).append(p)
+    return list(groups.values())

@@ -1,0 +1,91 @@
+"""The Ziggurat's accelerator-only branches (one pass, explicit random range), run on CPU through the
+internal switch ``_ziggurat.accelerator_path``, and the sparse-mask position finder of the CPU path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from scipy import stats
+
+from opacus_gg import _ziggurat as Z
+from opacus_gg import distribution as D
+
+
+def _gennorm(beta: float, scale: float):
+    return stats.gennorm(beta, scale=scale * beta ** (1.0 / beta))
+
+
+def test_switch_is_scoped():
+    cpu = torch.device("cpu")
+    assert not Z.uses_accelerator_path(cpu)
+    with Z.accelerator_path():
+        assert Z.uses_accelerator_path(cpu)
+        with Z.accelerator_path(False):
+            assert not Z.uses_accelerator_path(cpu)
+        assert Z.uses_accelerator_path(cpu)
+    assert not Z.uses_accelerator_path(cpu)
+
+
+def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
+    calls = []
+    orig = torch.Tensor.random_
+
+    def spy(self, *args, **kwargs):
+        calls.append(args)
+        return orig(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "random_", spy)
+    n = Z.CHUNK * 2 + 5
+    with Z.accelerator_path():
+        D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(0))
+        D.sample(100, 1.5, 1.0, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert calls[0] == (0, 2**31)  # one pass over all n draws: a single random_ call for the bulk
+    assert (0, 2**62) in calls
+    calls.clear()
+    D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(0))
+    assert calls[:3] == [(), (), ()]  # CPU path: chunk by chunk, default range
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_accelerator_path_ks_against_gennorm(beta, dtype):
+    with Z.accelerator_path():
+        x = D.sample(300_000, beta, 1.3, generator=torch.Generator().manual_seed(77), dtype=dtype)
+    assert x.dtype == dtype and torch.isfinite(x).all()
+    assert stats.kstest(x.double().numpy(), _gennorm(beta, 1.3).cdf).pvalue > 1e-3
+    # power: the same draws are rejected as samples of a nearby shape
+    other = beta + 0.5 if beta <= 4 else 2 * beta
+    assert stats.kstest(x.double().numpy(), _gennorm(other, 1.3).cdf).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_accelerator_path_tail_masses(beta, dtype):
+    """P(|X| > t) at t = r/2, r, 1.2 r and 2r against the exact sf (binomial, 5 standard deviations)."""
+    r = Z.table(beta)[0]
+    n = 2_000_000
+    with Z.accelerator_path():
+        x = D.sample(n, beta, 1.0, generator=torch.Generator().manual_seed(6), dtype=dtype).abs()
+    for t in (0.5 * r, r, 1.2 * r, 2 * r):
+        p = 2 * float(D.sf(t, beta, 1.0))
+        k = int((x > t).sum())
+        assert abs(k - n * p) < 5 * math.sqrt(n * p * (1 - p)) + 1, (t, k, n * p)
+
+
+def test_accelerator_path_reproducible_and_two_sample_equal_to_cpu_path():
+    n = 200_000
+    with Z.accelerator_path():
+        a = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(3))
+        b = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(3))
+    c = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(a, b)
+    assert stats.ks_2samp(a.numpy(), c.numpy()).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("density", [0.0, 0.001, 0.02, 0.5, 1.0])
+def test_true_positions_matches_nonzero(density):
+    g = torch.Generator().manual_seed(1)
+    m = torch.rand(8 * 1001, generator=g) < density
+    assert torch.equal(Z._true_positions(m), m.nonzero().flatten())
