@@ -13,9 +13,9 @@ combination raises ``ValueError`` rather than reporting a Gaussian ε for non-Ga
 
 from __future__ import annotations
 
-import math
 import warnings
-from typing import List, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Union
 
 from opacus import PrivacyEngine
 from opacus.accountants.utils import get_noise_multiplier as opacus_get_noise_multiplier
@@ -23,7 +23,9 @@ from opacus.optimizers import DPOptimizer
 from torch import nn, optim
 from torch.utils.data import DataLoader
 
+from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .optimizers import get_gg_optimizer_class
+from .steps import steps_for_epochs
 from .validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -36,43 +38,105 @@ from .validation import (
     validate_sample_rate,
 )
 
-__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS"]
+__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "split_max_grad_norm"]
 
 GAUSSIAN_ACCOUNTANTS = ("prv", "rdp", "gdp")
+#: keywords of ``make_private_with_epsilon`` that opacus_gg's certified σ solver understands
+_GG_SOLVER_KEYWORDS = ("eps_error", "epsilon_tolerance")
 
 
-def _register_gg_accountant() -> None:
-    try:
-        from . import accountants  # noqa: F401  (registers "gg_prv")
-    except ImportError:  # pragma: no cover - while the accountant is being written
-        pass
+def split_max_grad_norm(max_grad_norm: float, n_layers: int, p: float) -> List[float]:
+    r"""Per-layer bounds with total ℓp sensitivity C: C_l = C · L^(−1/p), so ‖(C_l)_l‖_p = C.
+
+    At p = 2 this is Opacus's C/√L; at p = ∞ every C_l = C. (Opacus's C/√L under ℓp, p < 2, gives
+    ‖(C_l)‖_p = C · L^(1/p − 1/2), i.e. that much more noise for the same σ.)
+    """
+    c = validate_max_grad_norm(max_grad_norm)
+    if not (isinstance(n_layers, int) and n_layers >= 1):
+        raise ValueError(f"n_layers must be an integer ≥ 1, got {n_layers!r}")
+    return [c * n_layers ** (-1.0 / p)] * n_layers
+
+
+def _trainable_tensors(optimizer: optim.Optimizer) -> int:
+    """L = number of trainable parameter tensors of the optimizer."""
+    return sum(1 for g in optimizer.param_groups for q in g["params"] if q.requires_grad)
 
 
 def _trainable_dim(optimizer: optim.Optimizer) -> int:
     """d = Σ numel of the optimizer's parameters with requires_grad."""
-    return int(
-        sum(p.numel() for g in optimizer.param_groups for p in g["params"] if p.requires_grad)
-    )
+    return int(sum(q.numel() for g in optimizer.param_groups for q in g["params"] if q.requires_grad))
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """Cleaned β-DP-SGD arguments (see :meth:`GGPrivacyEngine._check_arguments`)."""
+
+    beta: float
+    clip_norm_p: float
+    clipping: str
+    grad_sample_mode: str
+    max_grad_norm: Union[float, List[float]]
+    sample_rate: float
 
 
 class GGPrivacyEngine(PrivacyEngine):
     """Opacus ``PrivacyEngine`` with ℓp clipping and Generalized Gaussian noise (β-DP-SGD)."""
 
     def __init__(self, *, accountant: str = "gg_prv", secure_mode: bool = False):
-        if accountant == "gg_prv":
-            _register_gg_accountant()
         super().__init__(accountant=accountant, secure_mode=secure_mode)
 
-    # -- checks -------------------------------------------------------------------------------
-    def _check_accountant(self, beta: float, clip_norm_p: float) -> None:
-        """Refuse to account GG noise (β ≠ 2) or ℓp clipping with p > 2 with a Gaussian accountant."""
+    # -- the one argument check -------------------------------------------------------------------
+    def _check_arguments(
+        self,
+        *,
+        optimizer: optim.Optimizer,
+        data_loader: DataLoader,
+        max_grad_norm: Union[float, List[float]],
+        beta: float,
+        clip_norm_p: Optional[float],
+        clipping: str,
+        grad_sample_mode: str,
+    ) -> _Checked:
+        r"""Validate and normalise the arguments shared by ``make_private`` and ``make_private_with_epsilon``.
+
+        * β ≥ 1, p ∈ [1, ∞] (None → β), clipping ∈ {flat, per_layer, adaptive, ghost}; ghost/adaptive
+          clipping and ``grad_sample_mode`` "ghost"/"ghost_fsdp" only at β = p = 2.
+        * ``clipping="ghost"`` → ("flat", grad_sample_mode="ghost") (Opacus's ghost clipping).
+        * per-layer: a list of L numbers > 0 (one per trainable tensor), or one total C split as
+          C_l = C · L^(−1/p) (:func:`split_max_grad_norm`, total ℓp sensitivity C).
+        * a Gaussian accountant only with β = 2 and p ≤ 2 (ℓp ball ⊂ ℓ2 ball for p ≤ 2).
+        * q = 1/len(data_loader) ∈ (0, 1].
+        """
+        beta = validate_beta(beta)
+        p = validate_clip_norm_p(clip_norm_p, beta)
+        validate_clipping(clipping, beta, p)
+        if grad_sample_mode in ("ghost", "ghost_fsdp"):
+            validate_clipping("ghost", beta, p, name="grad_sample_mode")
+        if clipping == "ghost":
+            clipping, grad_sample_mode = "flat", "ghost"
+        max_grad_norm = validate_max_grad_norm(max_grad_norm)
+        n_tensors = _trainable_tensors(optimizer)
+        if clipping == "per_layer":
+            if not isinstance(max_grad_norm, list):
+                max_grad_norm = split_max_grad_norm(max_grad_norm, n_tensors, p)
+            elif len(max_grad_norm) != n_tensors:
+                raise ValueError(
+                    f"max_grad_norm must be one total C > 0 or a list of {n_tensors} numbers > 0 (one per "
+                    f"trainable parameter tensor) with clipping='per_layer', got {len(max_grad_norm)} numbers"
+                )
+        elif isinstance(max_grad_norm, list):
+            raise ValueError(f"max_grad_norm must be a single number > 0 with clipping={clipping!r}, got a list")
         mech = self.accountant.mechanism()
-        if mech in GAUSSIAN_ACCOUNTANTS and (beta != 2.0 or clip_norm_p > 2.0):
+        if mech in GAUSSIAN_ACCOUNTANTS and (beta != 2.0 or p > 2.0):
             raise ValueError(
                 f"accountant={mech!r} is a Gaussian (ℓ2) accountant and cannot certify beta={beta}, "
-                f"clip_norm_p={clip_norm_p}; use GGPrivacyEngine(accountant='gg_prv') "
+                f"clip_norm_p={p}; use GGPrivacyEngine(accountant='gg_prv') "
                 f"(Gaussian accountants are allowed only with beta=2 and clip_norm_p ≤ 2)"
             )
+        if len(data_loader) == 0:
+            raise ValueError("data_loader must have at least one batch (sample_rate = 1/len(data_loader))")
+        sample_rate = validate_sample_rate(1.0 / len(data_loader))
+        return _Checked(beta, p, clipping, grad_sample_mode, max_grad_norm, sample_rate)
 
     # -- optimizer ----------------------------------------------------------------------------
     def _prepare_optimizer(
@@ -87,14 +151,10 @@ class GGPrivacyEngine(PrivacyEngine):
         clipping: str = "flat",
         noise_generator=None,
         grad_sample_mode: str = "hooks",
-        beta: float = 2.0,
-        clip_norm_p: Optional[float] = None,
-        rectify_bound: Optional[float] = None,
         **kwargs,
     ) -> DPOptimizer:
-        """Build the GG optimizer class for (clipping, distributed, grad_sample_mode)."""
-        beta = validate_beta(beta)
-        p = validate_clip_norm_p(clip_norm_p, beta)
+        """Opacus's ``_prepare_optimizer`` with the GG optimizer class (β, p, rectify_bound in kwargs,
+        already checked by :meth:`_check_arguments`; the optimizer re-validates its own state)."""
         if isinstance(optimizer, DPOptimizer):
             optimizer = optimizer.original_optimizer
         generator = self.secure_rng if self.secure_mode else noise_generator
@@ -107,9 +167,6 @@ class GGPrivacyEngine(PrivacyEngine):
             loss_reduction=loss_reduction,
             generator=generator,
             secure_mode=self.secure_mode,
-            beta=beta,
-            clip_norm_p=p,
-            rectify_bound=rectify_bound,
             **kwargs,
         )
 
@@ -132,30 +189,14 @@ class GGPrivacyEngine(PrivacyEngine):
     ):
         """Opacus ``make_private`` plus ``beta`` (GG shape, ≥ 1), ``clip_norm_p`` (ℓp clipping norm,
         default β) and ``rectify_bound`` (clamp each noisy-sum coordinate to [−a, a], before the
-        division by expected_batch_size; post-processing). ``clipping="ghost"`` is accepted as a
-        shorthand for Opacus's ghost clipping (β = 2 only). Returns what Opacus returns."""
-        beta = validate_beta(beta)
-        p = validate_clip_norm_p(clip_norm_p, beta)
+        division by expected_batch_size; post-processing). ``clipping="ghost"`` is a shorthand for
+        Opacus's ghost clipping (β = 2 only); with ``clipping="per_layer"`` a single ``max_grad_norm``
+        is the total ℓp sensitivity C, split as C_l = C·L^(−1/p). Returns what Opacus returns."""
+        c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
+                                  beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
+                                  grad_sample_mode=grad_sample_mode)
         validate_noise_multiplier(noise_multiplier)
-        validate_max_grad_norm(max_grad_norm)
         validate_rectify_bound(rectify_bound)
-        validate_clipping(clipping, beta, p)
-        if "ghost" in grad_sample_mode:
-            validate_clipping("ghost", beta, p)
-        if clipping == "ghost":
-            clipping, grad_sample_mode = "flat", "ghost"
-        n_tensors = sum(1 for g in optimizer.param_groups for q in g["params"] if q.requires_grad)
-        if clipping == "per_layer" and (not isinstance(max_grad_norm, (list, tuple)) or len(max_grad_norm) != n_tensors):
-            raise ValueError(
-                f"max_grad_norm must be a list of {n_tensors} numbers > 0 (one per trainable parameter "
-                f"tensor) with clipping='per_layer', got {max_grad_norm!r}"
-            )
-        if clipping != "per_layer" and isinstance(max_grad_norm, (list, tuple)):
-            raise ValueError(f"max_grad_norm must be a single number > 0 with clipping={clipping!r}, got a list")
-        self._check_accountant(beta, p)
-        if len(data_loader) == 0:
-            raise ValueError("data_loader must have at least one batch (sample_rate = 1/len(data_loader))")
-        validate_sample_rate(1.0 / len(data_loader))
         if not poisson_sampling:
             warnings.warn(
                 "poisson_sampling=False: the accountant assumes Poisson subsampling, so the reported "
@@ -167,12 +208,12 @@ class GGPrivacyEngine(PrivacyEngine):
             optimizer=optimizer,
             data_loader=data_loader,
             noise_multiplier=noise_multiplier,
-            max_grad_norm=max_grad_norm,
+            max_grad_norm=c.max_grad_norm,
             poisson_sampling=poisson_sampling,
-            clipping=clipping,
-            grad_sample_mode=grad_sample_mode,
-            beta=beta,
-            clip_norm_p=p,
+            clipping=c.clipping,
+            grad_sample_mode=c.grad_sample_mode,
+            beta=c.beta,
+            clip_norm_p=c.clip_norm_p,
             rectify_bound=rectify_bound,
             **kwargs,
         )
@@ -185,32 +226,30 @@ class GGPrivacyEngine(PrivacyEngine):
         data_loader: DataLoader,
         target_epsilon: float,
         target_delta: float,
-        epochs: int,
+        epochs: float,
         max_grad_norm: Union[float, List[float]],
         beta: float = 2.0,
         clip_norm_p: Optional[float] = None,
         clipping: str = "flat",
-        epsilon_tolerance: float = 0.01,
+        grad_sample_mode: str = "hooks",
         **kwargs,
     ):
-        r"""``make_private`` with σ chosen so that the accountant's ε after ``epochs`` epochs
-        (steps = ⌊epochs / q⌋, q = 1/len(data_loader)) is ≤ target_epsilon at target_delta.
+        r"""``make_private`` with σ chosen so that the accountant's ε after T steps is ≤ target_epsilon
+        at target_delta, T = ``steps_for_epochs(epochs, data_loader=data_loader)`` = ⌈epochs·len(loader)⌉
+        (never fewer than training runs), q = 1/len(data_loader).
 
-        With ``gg_prv`` this calls ``opacus_gg.accountants.get_noise_multiplier`` with β, d (trainable
-        parameters) and p (certified; never returns a σ whose ε exceeds the target). With a Gaussian
-        accountant (β = 2 only) it calls Opacus's solver, exactly as Opacus does."""
-        beta = validate_beta(beta)
-        p = validate_clip_norm_p(clip_norm_p, beta)
+        * ``gg_prv``: ``opacus_gg.accountants.get_noise_multiplier`` with β, d (trainable parameters) and
+          p (certified: ε(σ) ≤ target_epsilon); ``eps_error`` and ``epsilon_tolerance`` are forwarded.
+        * a Gaussian accountant (β = 2 only): Opacus's ``get_noise_multiplier`` with every extra keyword
+          forwarded, as Opacus does, so σ is Opacus's whenever Opacus's ``int(epochs/q)`` equals T.
+        As in Opacus, the extra keywords are also passed on to ``make_private``.
+        """
+        c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
+                                  beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
+                                  grad_sample_mode=grad_sample_mode)
         validate_epsilon(target_epsilon)
         validate_delta(target_delta, "target_delta")
-        validate_max_grad_norm(max_grad_norm)
-        validate_clipping(clipping, beta, p)
-        if not (isinstance(epochs, (int, float)) and math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a number > 0, got {epochs!r}")
-        self._check_accountant(beta, p)
-        if len(data_loader) == 0:
-            raise ValueError("data_loader must have at least one batch")
-        sample_rate = validate_sample_rate(1.0 / len(data_loader))
+        steps = steps_for_epochs(epochs, data_loader=data_loader)
         if len(self.accountant) > 0:
             warnings.warn(
                 "You're calling make_private_with_epsilon with non-zero privacy budget already spent. "
@@ -219,26 +258,15 @@ class GGPrivacyEngine(PrivacyEngine):
             )
         mech = self.accountant.mechanism()
         if mech == "gg_prv":
-            from .accountants import get_noise_multiplier as gg_get_noise_multiplier
-
+            solver_kw: Dict[str, Any] = {k: kwargs[k] for k in _GG_SOLVER_KEYWORDS if k in kwargs}
             sigma = gg_get_noise_multiplier(
-                target_epsilon=target_epsilon,
-                target_delta=target_delta,
-                sample_rate=sample_rate,
-                epochs=epochs,
-                beta=beta,
-                dim=_trainable_dim(optimizer),
-                clip_norm_p=p,
-                epsilon_tolerance=epsilon_tolerance,
+                target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
+                steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p, **solver_kw,
             )
         elif mech in GAUSSIAN_ACCOUNTANTS:
             sigma = opacus_get_noise_multiplier(
-                target_epsilon=target_epsilon,
-                target_delta=target_delta,
-                sample_rate=sample_rate,
-                epochs=epochs,
-                accountant=mech,
-                epsilon_tolerance=epsilon_tolerance,
+                target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
+                steps=steps, accountant=mech, **kwargs,
             )
         else:
             raise ValueError(f"accountant {mech!r} has no noise-multiplier solver in opacus-gg")
@@ -248,12 +276,14 @@ class GGPrivacyEngine(PrivacyEngine):
             data_loader=data_loader,
             noise_multiplier=sigma,
             max_grad_norm=max_grad_norm,
-            beta=beta,
-            clip_norm_p=p,
+            beta=c.beta,
+            clip_norm_p=clip_norm_p,
             clipping=clipping,
+            grad_sample_mode=grad_sample_mode,
             **kwargs,
         )
 
     def get_epsilon(self, delta: float) -> float:
-        """ε spent so far at δ (a certified upper bound with ``gg_prv``), as Opacus's ``get_epsilon``."""
+        """ε spent so far at δ (a certified upper bound with ``gg_prv``, 0 before any step), as Opacus's
+        ``get_epsilon``; with a Gaussian accountant exactly Opacus's accountant's answer."""
         return self.accountant.get_epsilon(validate_delta(delta))

@@ -78,3 +78,61 @@ def test_checkpoint_refuses_other_accountant(tmp_path):
     other = GGPrivacyEngine(accountant="prv")
     with pytest.raises(ValueError, match="gg_prv"):
         other.load_checkpoint(path=path, module=model, optimizer=opt)
+
+
+# -- interoperability with Opacus's PrivacyEngine (β = 2, Gaussian accountants) ---------------------------
+
+
+def _fresh_gaussian(cls, accountant, seed=0):
+    """(engine, model, optimizer, loader) for Opacus's PrivacyEngine or GGPrivacyEngine at β = 2."""
+    torch.manual_seed(seed)
+    X = torch.randn(48, 6)
+    y = torch.randint(0, 3, (48,))
+    torch.manual_seed(seed + 100)  # model init may differ between runs: loading must overwrite it
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    dl = DataLoader(TensorDataset(X, y), batch_size=12)
+    pe = cls(accountant=accountant)
+    kw = {"beta": 2.0} if cls is GGPrivacyEngine else {}
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.2,
+                                     max_grad_norm=1.0, noise_generator=torch.Generator().manual_seed(seed + 7), **kw)
+    return pe, model, opt, dl
+
+
+def _resume(src_cls, dst_cls, accountant, tmp_path):
+    """Train one epoch with src_cls, save, load into dst_cls, train one more epoch; ε after each epoch."""
+    from opacus import PrivacyEngine
+
+    assert {src_cls, dst_cls} <= {PrivacyEngine, GGPrivacyEngine}
+    pe_a, model_a, opt_a, dl_a = _fresh_gaussian(src_cls, accountant)
+    torch.manual_seed(11)  # Poisson sampling uses the global RNG
+    _epoch(model_a, opt_a, dl_a)
+    eps1 = pe_a.get_epsilon(DELTA)
+    path = tmp_path / f"{src_cls.__name__}_{accountant}.pt"
+    pe_a.save_checkpoint(path=path, module=model_a, optimizer=opt_a)
+
+    pe_b, model_b, opt_b, dl_b = _fresh_gaussian(dst_cls, accountant, seed=1)
+    pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b)
+    assert all(torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters()))
+    eps1_loaded = pe_b.get_epsilon(DELTA)
+    torch.manual_seed(12)
+    _epoch(model_b, opt_b, dl_b)
+    return eps1, eps1_loaded, pe_b.get_epsilon(DELTA), list(pe_b.accountant.history), \
+        [p.detach().clone() for p in model_b.parameters()]
+
+
+@pytest.mark.parametrize("accountant", ["prv", "rdp"])
+def test_opacus_checkpoint_resumes_in_gg_engine_and_back(accountant, tmp_path):
+    """An Opacus checkpoint loads into GGPrivacyEngine (β = 2) and vice versa; the ε trajectory and the
+    parameters after resuming equal those of Opacus resuming from the same checkpoint."""
+    from opacus import PrivacyEngine
+
+    ref = _resume(PrivacyEngine, PrivacyEngine, accountant, tmp_path)
+    for src, dst in ((PrivacyEngine, GGPrivacyEngine), (GGPrivacyEngine, PrivacyEngine),
+                     (GGPrivacyEngine, GGPrivacyEngine)):
+        got = _resume(src, dst, accountant, tmp_path)
+        assert got[:4] == ref[:4], (src.__name__, dst.__name__)
+        assert all(torch.equal(a, b) for a, b in zip(got[4], ref[4]))
+    eps1, eps1_loaded, eps2, history, _ = ref
+    assert eps1 == eps1_loaded < eps2
+    assert history == [(1.2, 0.25, 8)]  # uninterrupted two epochs: one segment of 8 steps

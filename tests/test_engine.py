@@ -233,7 +233,8 @@ def test_ghost_clipping_beta2_runs():
         ({"max_grad_norm": 0.0}, "max_grad_norm"),
         ({"max_grad_norm": [1.0, -1.0, 1.0, 1.0], "clipping": "per_layer"}, r"max_grad_norm\[1\]"),
         ({"clipping": "foo"}, "clipping"),
-        ({"clipping": "per_layer"}, "max_grad_norm"),
+        ({"clipping": "per_layer", "max_grad_norm": 0.0}, "max_grad_norm"),
+        ({"grad_sample_mode": "ghost_fsdp", "beta": 1.5}, "grad_sample_mode"),
         ({"clipping": "per_layer", "max_grad_norm": [1.0, 1.0]}, "max_grad_norm"),
         ({"max_grad_norm": [1.0, 1.0, 1.0, 1.0]}, "max_grad_norm"),
         ({"clipping": "ghost", "beta": 1.5}, "clipping"),
@@ -306,3 +307,161 @@ def test_adaptive_clipping_beta2_runs():
     assert isinstance(opt, GGAdaClipDPOptimizer)
     _train(model, opt, dl, epochs=1)
     assert len(pe.accountant) > 0
+
+
+# -- make_private_with_epsilon: Opacus's σ at β = 2, steps from steps_for_epochs (issue 13) ----------------
+
+
+@pytest.mark.parametrize(
+    "accountant,solver_kw",
+    [("prv", {"eps_error": 0.05}), ("prv", {"epsilon_tolerance": 0.5}), ("rdp", {"alphas": [2.0, 4.0, 8.0]}),
+     ("gdp", {})],
+)
+def test_make_private_with_epsilon_forwards_solver_keywords(accountant, solver_kw):
+    """σ equals Opacus's with the same solver keywords (4 batches × 5 epochs: Opacus's int(5/0.25) = 20 = T)."""
+    sig = []
+    for cls, kw in ((PrivacyEngine, {}), (GGPrivacyEngine, {"beta": 2.0})):
+        model, opt, dl = _setup()
+        _, opt, _ = cls(accountant=accountant).make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=dl, target_epsilon=2.0, target_delta=1e-5, epochs=5,
+            max_grad_norm=1.0, **solver_kw, **kw)
+        sig.append(opt.noise_multiplier)
+    assert sig[0] == sig[1]
+    if solver_kw:  # the keyword matters: dropping it changes Opacus's σ
+        model, opt, dl = _setup()
+        _, opt, _ = PrivacyEngine(accountant=accountant).make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=dl, target_epsilon=2.0, target_delta=1e-5, epochs=5,
+            max_grad_norm=1.0)
+        assert opt.noise_multiplier != sig[1]
+
+
+def _epsilon_after_exact_epochs(n_batches: int, epochs: int, beta: float, accountant: str, target: float):
+    """make_private_with_epsilon on n_batches single-example batches, train exactly `epochs` epochs."""
+    torch.manual_seed(0)
+    model = nn.Linear(1, 1)  # d = 2
+    ds = TensorDataset(torch.randn(n_batches, 1), torch.randn(n_batches, 1))
+    pe = GGPrivacyEngine(accountant=accountant)
+    model, opt, dl = pe.make_private_with_epsilon(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01), data_loader=DataLoader(ds, batch_size=1),
+        target_epsilon=target, target_delta=1e-5, epochs=epochs, max_grad_norm=1.0, beta=beta)
+    steps = 0
+    for _ in range(epochs):
+        for xb, yb in dl:
+            opt.zero_grad()
+            ((model(xb) - yb) ** 2).sum().backward()  # also on an empty Poisson batch
+            opt.step()
+            steps += 1
+    return steps, pe.get_epsilon(1e-5)
+
+
+_EPOCH_PAIRS_CI = [(75, 3)]
+_EPOCH_PAIRS_SLOW = [(3, 1), (7, 3), (10, 7), (29, 2), (49, 3), (75, 3), (83, 6), (100, 1)]
+
+
+def _check_no_overshoot(n_batches, epochs, beta, accountant):
+    from opacus_gg.steps import steps_for_epochs
+
+    target = 3.0
+    steps, eps = _epsilon_after_exact_epochs(n_batches, epochs, beta, accountant, target)
+    assert steps == steps_for_epochs(epochs, sample_rate=1 / n_batches) == n_batches * epochs
+    assert eps <= target, (n_batches, epochs, beta, eps)
+
+
+@pytest.mark.parametrize("n_batches,epochs", _EPOCH_PAIRS_CI)
+@pytest.mark.parametrize("beta,accountant", [(1.5, "gg_prv"), (2.0, "gg_prv"), (2.0, "prv")])
+def test_epsilon_after_training_never_exceeds_target(n_batches, epochs, beta, accountant):
+    """75 × 3: Opacus's int(3/(1/75)) = 224 steps would give ε(225) = 3.0009 > 3 at β = 1.5 (issue 13)."""
+    _check_no_overshoot(n_batches, epochs, beta, accountant)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_batches,epochs", _EPOCH_PAIRS_SLOW)
+@pytest.mark.parametrize("beta,accountant", [(1.5, "gg_prv"), (2.0, "gg_prv"), (2.0, "prv")])
+def test_epsilon_after_training_never_exceeds_target_many(n_batches, epochs, beta, accountant):
+    _check_no_overshoot(n_batches, epochs, beta, accountant)
+
+
+# -- per-layer clipping: total ℓp sensitivity ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("beta", [1.5, 2.0, 3.0])
+def test_per_layer_total_c_is_split_for_lp(beta):
+    """A single max_grad_norm C with clipping='per_layer' gives C_l = C·L^(−1/p), total ‖(C_l)‖_p = C."""
+    model, opt, dl = _setup()
+    _, opt, _ = GGPrivacyEngine().make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                               max_grad_norm=2.0, clipping="per_layer", beta=beta)
+    L = 4
+    assert opt.max_grad_norms == pytest.approx([2.0 * L ** (-1 / beta)] * L, rel=1e-15)
+    assert opt.max_grad_norm == pytest.approx(2.0, rel=1e-6)  # Opacus's own ℓ2 total is float32 at β = 2
+
+
+def test_opacus_l2_split_costs_noise_under_lp():
+    """Opacus's C/√L split under ℓp (p = 1.5, L = 10) has total sensitivity C·L^(1/p−1/2) = 1.468·C."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(2, 2, bias=False) for _ in range(10)])
+    dl = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
+    _, opt, _ = GGPrivacyEngine().make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                               data_loader=dl, noise_multiplier=1.0, clipping="per_layer",
+                                               max_grad_norm=[1.0 / math.sqrt(10)] * 10, beta=1.5)
+    assert opt.max_grad_norm == pytest.approx(10 ** (1 / 1.5 - 0.5), rel=1e-12)
+    assert 1.46 < opt.max_grad_norm < 1.47
+
+
+# -- Opacus conventions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("accountant", ["prv", "rdp", "gdp"])
+def test_get_epsilon_before_any_step_as_opacus(accountant):
+    """Before any step GGPrivacyEngine answers exactly as Opacus's engine with the same accountant."""
+    def outcome(engine):
+        try:
+            return engine.get_epsilon(1e-5)
+        except Exception as e:  # Opacus's own behaviour (prv: ValueError, gdp: IndexError) is the reference
+            return type(e)
+
+    assert outcome(GGPrivacyEngine(accountant=accountant)) == outcome(PrivacyEngine(accountant=accountant))
+
+
+def test_get_epsilon_before_any_step_gg_prv_is_zero():
+    assert GGPrivacyEngine().get_epsilon(1e-5) == 0.0
+
+
+def test_ghost_fsdp_beta2_equals_opacus():
+    """grad_sample_mode='ghost_fsdp' (FSDP2, one gloo process on CPU) at β = 2: Opacus's parameters bit for bit."""
+    import socket
+
+    import torch.distributed as dist
+    from opacus.utils.fsdp_utils import FSDP2Wrapper
+
+    from opacus_gg.optimizers import GGFSDPOptimizerFastGradientClipping
+
+    def run(cls, kw):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 5))
+        dp_model = FSDP2Wrapper(model)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        ds = TensorDataset(torch.randn(32, 10), torch.randint(0, 5, (32,)))
+        pe = cls(accountant="prv")
+        dp_model, opt, crit, dl = pe.make_private(
+            module=dp_model, optimizer=opt, criterion=nn.CrossEntropyLoss(), data_loader=DataLoader(ds, batch_size=16),
+            noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False, grad_sample_mode="ghost_fsdp",
+            noise_generator=torch.Generator().manual_seed(3), **kw)
+        for x, y in dl:
+            opt.zero_grad()
+            crit(dp_model(x), y).backward()
+            opt.step()
+        return opt, [p.full_tensor().detach().clone() for p in model.parameters()], pe.accountant.history
+
+    sock = socket.socket()
+    sock.bind(("localhost", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    dist.init_process_group("gloo", init_method=f"tcp://localhost:{port}", rank=0, world_size=1)
+    try:
+        o_ref, w_ref, h_ref = run(PrivacyEngine, {})
+        o_gg, w_gg, h_gg = run(GGPrivacyEngine, {"beta": 2.0})
+    finally:
+        dist.destroy_process_group()
+    assert isinstance(o_gg, GGFSDPOptimizerFastGradientClipping)
+    assert h_gg == h_ref == [(1.0, 0.5, 2)]
+    assert all(torch.equal(a, b) for a, b in zip(w_ref, w_gg))

@@ -18,6 +18,7 @@ from opacus.optimizers import (
     DPOptimizer,
     DPOptimizerFastGradientClipping,
     DPPerLayerOptimizer,
+    FSDPOptimizerFastGradientClipping,
 )
 
 from .base import GGClipMixin, GGNoiseMixin, GGParamsMixin
@@ -32,6 +33,7 @@ __all__ = [
     "GGSimpleDistributedPerLayerOptimizer",
     "GGDPOptimizerFastGradientClipping",
     "GGDistributedDPOptimizerFastGradientClipping",
+    "GGFSDPOptimizerFastGradientClipping",
     "GGAdaClipDPOptimizer",
     "get_gg_optimizer_class",
 ]
@@ -96,6 +98,14 @@ class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPO
         _require_gaussian_l2(self, "ghost clipping")
 
 
+class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradientClipping):
+    """FSDP ghost clipping (Opacus's ``grad_sample_mode="ghost_fsdp"``, unchanged); only β = 2 with ℓ2 clipping."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _require_gaussian_l2(self, "ghost clipping")
+
+
 class GGAdaClipDPOptimizer(GGParamsMixin, AdaClipDPOptimizer):
     """Adaptive clipping (Opacus's, unchanged); only β = 2 with ℓ2 clipping."""
 
@@ -111,7 +121,12 @@ def get_gg_optimizer_class(clipping: str, distributed: bool, grad_sample_mode: O
             return GGDistributedDPOptimizerFastGradientClipping if distributed else GGDPOptimizerFastGradientClipping
         raise ValueError(f"clipping={clipping!r} is not supported with grad_sample_mode='ghost' (use 'flat')")
     if grad_sample_mode == "ghost_fsdp":
-        raise ValueError("grad_sample_mode='ghost_fsdp' (FSDP) is not supported by opacus-gg")
+        if clipping == "flat" and distributed:
+            return GGFSDPOptimizerFastGradientClipping
+        raise ValueError(
+            f"grad_sample_mode='ghost_fsdp' needs clipping='flat' and an FSDP-wrapped module (as in Opacus), "
+            f"got clipping={clipping!r}, distributed={distributed}"
+        )
     if clipping == "flat":
         return GGDistributedDPOptimizer if distributed else GGDPOptimizer
     if clipping == "per_layer":
