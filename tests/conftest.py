@@ -4,6 +4,7 @@ package's own demo-data writers (:mod:`opacus_gg.experiments.demo_data`, also ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, List, Tuple
 
 import pytest
 
@@ -16,3 +17,19 @@ __all__ = ["write_adult", "write_cifar10", "write_imdb", "write_svhn"]
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory with all four generated datasets (CIFAR-10, SVHN, Adult, IMDB)."""
     return write_demo_data(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture) -> Callable[[List[str]], Tuple[int, str, str]]:
+    """Run ``opacus-gg argv`` in-process → (exit code, stdout, stderr); argparse's SystemExit is its exit code."""
+    from opacus_gg.cli import main
+
+    def run(argv: List[str]) -> Tuple[int, str, str]:
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = int(e.code or 0)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -142,9 +142,9 @@ def cmd_curve(args: argparse.Namespace) -> int:
     bad = [b for b in betas if not 1.0 <= b < math.inf]
     if bad:
         raise CLIError(f"--betas: every β must be a finite number ≥ 1, got {bad[0]!r}")
+    sigmas = parse_sigma_range(args.sigmas)
     for b in betas:
         needs_dim(b, args.clip_norm_p, args.dim)
-    sigmas = parse_sigma_range(args.sigmas)
     dim = int(args.dim or 1)
     rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, delta=args.delta,
                          sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p)
