@@ -37,13 +37,13 @@ def test_argparse_rejects_nonpositive_k(capsys):
 def test_compare_json(capsys):
     assert main(COMPARE + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("certified", "paper", "clt", "rdp"):
+    for key in ("accountant", "paper", "clt", "rdp"):
         assert isinstance(out[key], float)
     kw = dict(noise_multiplier=1.1, sample_rate=0.01, steps=500, delta=1e-5)
     assert out["clt"] == pytest.approx(clt_epsilon(**kw).epsilon)
     assert out["rdp"] == pytest.approx(compute_rdp_epsilon(**kw).epsilon)
-    assert out["rdp"] >= out["certified"] * 0.99  # RDP is a looser upper bound than the PRV accountant
-    assert out["paper"] == pytest.approx(out["certified"], rel=0.05)  # β = 2: paper mode = Gaussian
+    assert out["rdp"] >= out["accountant"] * 0.99  # RDP is a looser upper bound than the PRV accountant
+    assert out["paper"] == pytest.approx(out["accountant"], rel=0.05)  # β = 2: paper mode = Gaussian
     assert out["details"]["clt"]["certified"] is False
 
 

@@ -112,3 +112,19 @@ def test_every_option_has_help_and_every_command_a_description() -> None:
 def test_version(cli) -> None:
     code, out, _ = cli(["--version"])
     assert code == 0 and out.startswith("opacus-gg ")
+
+
+def test_help_and_argument_errors_do_not_import_torch() -> None:
+    # the CLI's start-up stays well under a second (benchmarks/cli_startup.py) because parsing loads neither
+    # torch nor opacus; checked in a fresh interpreter
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom opacus_gg.cli import main\n"
+            "try:\n    main(['epsilon', '--beta', '1.5', '--noise-multiplier', '1', '--sample-rate', '0.1',"
+            " '--steps', '3', '--delta', '1e-5'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'opacus', 'scipy') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parents[1]))
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
+    assert "--dim is required" in r.stderr

@@ -31,7 +31,7 @@ QUIET_WARNINGS = (
     "Secure RNG turned off",
     "Full backward hook is firing",
     "Using a non-full backward hook",
-    "Optimal order is the largest alpha",  # Opacus's RDP σ search inside make_private_with_epsilon
+    "Optimal order is the",  # Opacus's RDP order search (largest/smallest alpha): not actionable by the user
 )
 
 
@@ -170,8 +170,17 @@ def _one_line_warnings() -> Callable:
     return show
 
 
+#: modules of the ``experiments`` extra (pyproject.toml) → the message for a missing one
+EXTRA_MODULES = {"yaml": "pyyaml", "tqdm": "tqdm", "matplotlib": "matplotlib", "sklearn": "scikit-learn",
+                 "torchvision": "torchvision", "kymatio": "kymatio"}
+
+
 def _user_error(e: BaseException) -> Optional[str]:
     """The one-line message for exceptions that mean bad input (or a missing resource); None for bugs."""
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in EXTRA_MODULES:
+        pkg = EXTRA_MODULES[e.name.split(".")[0]]
+        extra = "scatter" if pkg == "kymatio" else "experiments"
+        return f"this command needs {pkg}: pip install 'opacus-gg[{extra}]'"
     if isinstance(e, (CLIError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
                       PermissionError)):
         return str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -71,13 +71,13 @@ def epsilon_line(rep: Any, dim: int) -> str:
 # --------------------------------------------------------------------------------------------- commands
 def cmd_epsilon(args: argparse.Namespace) -> int:
     """ε(δ) for T steps of the subsampled GG mechanism; one labelled line, or JSON with the scope fields."""
+    kw = _common_kwargs(args)  # argument checks first: errors come before the accountant's (slow) import
+    if args.mode == "paper" and args.n_samples < 1000:
+        raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
     from ..accountants import compute_epsilon
     from ..accountants.report import scope_fields
     from ..formatting import DIGITS, fmt_down, fmt_up
 
-    kw = _common_kwargs(args)
-    if args.mode == "paper" and args.n_samples < 1000:
-        raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
     try:
         rep = compute_epsilon(noise_multiplier=args.noise_multiplier, mode=args.mode, eps_error=args.eps_error,
@@ -103,11 +103,11 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
 def cmd_noise_multiplier(args: argparse.Namespace) -> int:
     """The noise multiplier σ whose ε(δ) after T steps is ≤ --target-epsilon (printed rounded up), with the
     ε at that σ and its scope."""
+    kw = _common_kwargs(args)  # argument checks before the accountant's (slow) import
     from ..accountants import compute_epsilon, get_noise_multiplier
     from ..accountants.report import scope_fields
     from ..formatting import fmt_up
 
-    kw = _common_kwargs(args)
     delta = kw.pop("delta")
     sys.stderr.write(f"solving for sigma (target epsilon {args.target_epsilon:g}, {args.mode} accounting; "
                      "each try is one accountant run)...\n")

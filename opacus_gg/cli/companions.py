@@ -1,4 +1,4 @@
-"""``opacus-gg compare`` (certified vs paper vs CLT vs RDP ε) and ``opacus-gg counts`` (GG counting queries)."""
+"""``opacus-gg compare`` (the GG PRV accountant vs paper mode vs CLT vs RDP ε, each with its scope) and ``opacus-gg counts`` (GG counting queries)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def compare_epsilons(
     *, beta: float, noise_multiplier: float, sample_rate: float, steps: int, delta: float, dim: int = 1,
     clip_norm_p: float | None = None,
 ) -> Dict[str, Dict[str, Any]]:
-    """ε from the certified accountant, paper mode, the CLT estimate and the RDP bound, side by side."""
+    """ε from the GG PRV accountant, paper mode, the CLT estimate and the RDP bound, side by side, each with
+    ``scope`` (proven / equal_spreads / estimate)."""
     from opacus_gg.accountants import compute_epsilon
     from opacus_gg.gdp import clt_epsilon
     from opacus_gg.rdp import compute_rdp_epsilon
@@ -38,7 +39,7 @@ def compare_epsilons(
     cert = compute_epsilon(mode="certified", **common)
     paper = compute_epsilon(mode="paper", **common)
     return {
-        "certified": {"epsilon": float(cert.epsilon), "certified": bool(cert.certified), "scope": cert.scope,
+        "accountant": {"epsilon": float(cert.epsilon), "certified": bool(cert.certified), "scope": cert.scope,
                       "label": "GG PRV accountant", "shape_k": cert.shape_k, "direction": cert.direction,
                       "epsilon_equal_spreads": cert.epsilon_equal_spreads},
         "paper": {"epsilon": float(paper.epsilon), "certified": bool(paper.certified), "scope": paper.scope,
@@ -53,9 +54,9 @@ def compare_epsilons(
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    needs_dim(args.beta, args.clip_norm_p, args.dim)  # before the accountant's (slow) import
     from opacus_gg.accountants.report import format_epsilon
 
-    needs_dim(args.beta, args.clip_norm_p, args.dim)
     args.dim = args.dim or 1
     res = compare_epsilons(beta=args.beta, noise_multiplier=args.noise_multiplier, sample_rate=args.sample_rate,
                            steps=args.steps, delta=args.delta, dim=args.dim, clip_norm_p=args.clip_norm_p)
@@ -64,9 +65,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return 0
     print(f"beta={args.beta} noise_multiplier={args.noise_multiplier} sample_rate={args.sample_rate} "
           f"steps={args.steps} delta={args.delta} dim={args.dim}")
-    for key in ("certified", "paper", "clt", "rdp"):
+    for key in ("accountant", "paper", "clt", "rdp"):
         r = res[key]
-        print(f"  {key:<9} epsilon = {format_epsilon(r['epsilon'], r['scope'])}  [{r['label']}]")
+        print(f"  {key:<10} epsilon = {format_epsilon(r['epsilon'], r['scope'])}  [{r['label']}]")
     return 0
 
 
@@ -90,7 +91,7 @@ def _cmd_counts(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``compare`` and ``counts`` subcommands."""
-    p = subparsers.add_parser("compare", help="certified vs paper-mode vs CLT vs RDP epsilon, side by side",
+    p = subparsers.add_parser("compare", help="accountant vs paper-mode vs CLT vs RDP epsilon, side by side",
                               description="ε of the same subsampled GG mechanism from four analyses, each printed "
                                           "with its scope (proven / over equal spreads / estimate).")
     p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1")
