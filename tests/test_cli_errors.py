@@ -128,3 +128,16 @@ def test_help_and_argument_errors_do_not_import_torch() -> None:
                        cwd=str(Path(__file__).resolve().parents[1]))
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
     assert "--dim is required" in r.stderr
+
+
+def test_demo_data_command_writes_loadable_files(tmp_path: Path, cli) -> None:
+    from opacus_gg.experiments.data import load_dataset
+
+    code, out, err = cli(["demo-data", "--root", str(tmp_path), "--datasets", "adult", "svhn"])
+    assert code == 0, err
+    assert (tmp_path / "adult" / "adult.data").is_file() and (tmp_path / "train_32x32.mat").is_file()
+    assert not (tmp_path / "cifar-10-batches-py").exists()  # only what was asked for
+    cfg = load_config("adult_fcn")["data"]
+    bundle = load_dataset({**cfg, "root": str(tmp_path)})
+    assert bundle.num_classes == 2 and len(bundle.train) == 300 and len(bundle.test) == 100
+    assert "--data-root" in out
