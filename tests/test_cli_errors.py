@@ -141,3 +141,16 @@ def test_demo_data_command_writes_loadable_files(tmp_path: Path, cli) -> None:
     bundle = load_dataset({**cfg, "root": str(tmp_path)})
     assert bundle.num_classes == 2 and len(bundle.train) == 300 and len(bundle.test) == 100
     assert "--data-root" in out
+
+
+def test_library_warnings_are_one_line_once_and_notices_dropped(capsys: pytest.CaptureFixture) -> None:
+    from opacus_gg.cli import _one_line_warnings
+
+    show = _one_line_warnings()
+    for _ in range(24):  # e.g. the same dimension warning from every σ tried in `compare --beta 3`
+        show(UserWarning("beta=3.0 > 2 with clip_norm_p=3.0: epsilon grows with dim\nsecond line"), UserWarning,
+             "x.py", 1)
+    show(UserWarning("Secure RNG turned off. This is perfectly fine for experimentation"), UserWarning, "x.py", 2)
+    show(UserWarning("Full backward hook is firing when gradients are computed"), UserWarning, "x.py", 3)
+    err = capsys.readouterr().err
+    assert err == "opacus-gg: warning: beta=3.0 > 2 with clip_norm_p=3.0: epsilon grows with dim\n"

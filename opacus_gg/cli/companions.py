@@ -1,4 +1,5 @@
-"""``opacus-gg compare`` (the GG PRV accountant vs paper mode vs CLT vs RDP ε, each with its scope) and ``opacus-gg counts`` (GG counting queries)."""
+"""``opacus-gg compare`` (the GG PRV accountant vs paper mode vs CLT vs RDP ε, each with its scope) and
+``opacus-gg counts`` (GG counting queries)."""
 
 from __future__ import annotations
 

@@ -61,8 +61,8 @@ def run_pate(args: argparse.Namespace) -> int:
     print(f"beta={res.beta:g} noise_multiplier={res.noise_multiplier:.6g} adjacency={res.adjacency}")
     # GGNMax is a one-dimensional GG mechanism per query: its data-independent ε is proven (res.to_dict() says
     # certified=True); the label comes from the shared scope formatter
-    print(f"certified epsilon={format_epsilon(res.epsilon, 'proven')} for delta={res.delta:g} after {res.n_queries} queries "
-          "(data-independent)")
+    print(f"certified epsilon={format_epsilon(res.epsilon, 'proven')} for delta={res.delta:g} after "
+          f"{res.n_queries} queries (data-independent)")
     if args.json:
         print(json.dumps(info))
     return 0

@@ -30,7 +30,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="override any config key, e.g. --set train.momentum=0.9 (repeatable; value parsed as YAML)")
     p.add_argument("--beta", type=beta_value, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian); config: privacy.beta")
     p.add_argument("--clip-norm-p", type=norm_p, help="ℓp norm for per-sample clipping (default: β)")
-    p.add_argument("--target-epsilon", type=positive_float, help="ε to calibrate σ to (config: privacy.target_epsilon)")
+    p.add_argument("--target-epsilon", type=positive_float,
+                   help="ε to calibrate σ to (config: privacy.target_epsilon)")
     p.add_argument("--delta", type=probability, help="target δ (config: privacy.target_delta)")
     p.add_argument("--noise-multiplier", type=positive_float, help="fixed σ (skips calibration)")
     p.add_argument("--calibration", choices=["certified", "paper"],
@@ -71,8 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from opacus_gg.experiments.train import epsilon_text, run
 
     res = run(build_config(args))
-    text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, ε = {epsilon_text(res['epsilon'], res['epsilon_scope'])}"
-            f" at δ = {res['target_delta']:g}, d = {res['dim']}")
+    text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, "
+            f"ε = {epsilon_text(res['epsilon'], res['epsilon_scope'])} at δ = {res['target_delta']:g}, d = {res['dim']}")
     base = res.get("opacus_baseline")
     if base:
         text += (f"; Opacus (Gaussian) at the same ε: test accuracy {base['test_accuracy']:.4f}, "
@@ -140,8 +141,8 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "sweep", help="the paper's study: train over β × target ε × seeds",
-        description="Train the grid β × target ε × sweep.grid × seeds (σ solved per run), write sweep_summary.csv "
-                    "and, unless --no-report, the accuracy-vs-β plot and table.")
+        description="Train the grid β × target ε × sweep.grid × seeds (σ solved per run), write "
+                    "sweep_summary.csv and, unless --no-report, the accuracy-vs-β plot and table.")
     _common(p)
     p.add_argument("--betas", help="comma-separated β values (default: the config's sweep.betas)")
     p.add_argument("--target-epsilons", help="comma-separated target ε values (default: sweep.target_epsilons)")

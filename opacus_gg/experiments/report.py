@@ -88,12 +88,14 @@ def markdown_table(agg: List[Dict[str, Any]]) -> str:
              "ε: the GG PRV accountant's ε (d = #parameters), max over seeds, with its scope: 'proven' holds for "
              "every shift, 'over equal spreads' only for the shifts searched, 'estimate' is NOT a guarantee. "
              "Paper-mode ε: the paper's one-hot accounting.", "",
-             "| target ε | β | σ | ε (scope) | paper-mode ε (scope) | test accuracy (%) | seeds | hyperparameters |",
+             "| target ε | β | σ | ε (scope) | paper-mode ε (scope) | test accuracy (%) | seeds "
+             "| hyperparameters |",
              "|---|---|---|---|---|---|---|---|"]
     for r in agg:
         te = "–" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
         lines.append(f"| {te} | {r['beta']:g} | {r['noise_multiplier']:.3f} | {_e(r['epsilon'], r['epsilon_scope'])} | "
-                     f"{_e(r['epsilon_paper'], r['epsilon_paper_scope'])} | {100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} | "
+                     f"{_e(r['epsilon_paper'], r['epsilon_paper_scope'])} | "
+                     f"{100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} | "
                      f"{r['n']} | {r['hyper']} |")
     return "\n".join(lines) + "\n"
 

@@ -1,9 +1,9 @@
 """The paper's study: train over β × target ε × extra hyperparameters × seeds at fixed δ.
 
 For each β, σ is solved so that every run meets the same (target ε, δ) (the paper's Appendix B.4
-"equivalent mechanisms"), by the training run's calibration: the certified GG PRV accountant by default, or
-the paper's one-hot accounting (``privacy.calibration: paper``, an estimate for β ≠ 2) — the accountant's ε and its scope
-are recorded either way. A run that fails (e.g. a target the certified accountant cannot reach) is recorded
+"equivalent mechanisms"), by the training run's calibration: the GG PRV accountant by default, or the paper's
+one-hot accounting (``privacy.calibration: paper``, an estimate for β ≠ 2) — the accountant's ε and its scope
+are recorded either way. A run that fails (e.g. a target the accountant cannot reach) is recorded
 with its error and the sweep goes on.
 """
 
