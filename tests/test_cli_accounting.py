@@ -12,17 +12,11 @@ import sys
 import pytest
 
 from opacus_gg.cli import main
+from opacus_gg.accountants.report import SCOPE_TEXT
 from opacus_gg.formatting import fmt_down, fmt_up
 
 EPS = ["epsilon", "--beta", "2", "--noise-multiplier", "1.0", "--sample-rate", "0.01", "--steps", "100",
        "--delta", "1e-5"]
-
-
-def _need_accountant():
-    try:
-        from opacus_gg.accountants import compute_epsilon, get_noise_multiplier  # noqa: F401
-    except ImportError:
-        pytest.skip("opacus_gg.accountants has not landed yet")
 
 
 def test_rounding_never_lowers_an_upper_bound():
@@ -52,18 +46,24 @@ def test_rounding_never_lowers_an_upper_bound():
       "--delta", "1e-5"], "--target-epsilon"),
     (["curve", "--betas", "1,x,2"], "--betas"),
     (["curve", "--betas", "0.5,2"], "--betas"),
+    (["epsilon", "--beta", "1.5", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5"], "--dim"),  # β ≠ 2 with finite p: ε depends on d, so d must be given
+    (["noise-multiplier", "--beta", "3", "--target-epsilon", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5", "--clip-norm-p", "2"], "--dim"),
+    (["curve", "--betas", "1,2"], "--dim"),
     (["curve", "--sigmas", "1:2"], "sigmas"),
     (["curve", "--delta", "0"], "--delta"),
     (EPS + ["--mode", "paper", "--n-samples", "10"], "--n-samples"),
 ])
-def test_bad_arguments_one_line_exit_2(argv, option, capsys):
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and option in err
+def test_bad_arguments_one_line_exit_2(argv, option, cli):
+    code, out, err = cli(argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and option in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv", [
     EPS + ["--mode", "exact"],
+    EPS + ["--dim", "many"],
     ["epsilon", "--beta", "2"],  # missing required options
     ["noise-multiplier", "--beta", "2", "--target-epsilon", "x", "--sample-rate", "0.1", "--steps", "5",
      "--delta", "1e-5"],
@@ -77,7 +77,6 @@ def test_argparse_errors_exit_2(argv, capsys):
 
 # ----------------------------------------------------------------------------- with the accountant landed
 def test_epsilon_json_certified_beta2_matches_opacus(capsys):
-    _need_accountant()
     from opacus.accountants import PRVAccountant
 
     assert main(EPS + ["--json"]) == 0
@@ -92,7 +91,6 @@ def test_epsilon_json_certified_beta2_matches_opacus(capsys):
 
 
 def test_epsilon_json_clip_norm_default_and_inf(capsys):
-    _need_accountant()
     assert main(EPS + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["clip_norm_p"] == 2.0  # default p = beta
     assert main(EPS + ["--clip-norm-p", "inf", "--json"]) == 0
@@ -100,28 +98,25 @@ def test_epsilon_json_clip_norm_default_and_inf(capsys):
 
 
 def test_epsilon_human_readable_rounds_up(capsys):
-    _need_accountant()
     assert main(EPS) == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith("epsilon = ") and "certified upper bound" in line
+    assert line.startswith("epsilon = ") and "(proven upper bound for every shift)" in line and "dim = 1" in line
     printed = float(line.split()[2])
     assert main(EPS + ["--json"]) == 0
     assert printed >= json.loads(capsys.readouterr().out)["epsilon"]
 
 
 def test_epsilon_paper_mode_labelled(capsys):
-    _need_accountant()
     argv = ["epsilon", "--beta", "1.5", "--noise-multiplier", "1.0", "--sample-rate", "0.05", "--steps", "20",
-            "--delta", "1e-5", "--mode", "paper", "--n-samples", "100000"]
+            "--delta", "1e-5", "--mode", "paper", "--n-samples", "100000", "--dim", "1"]
     assert main(argv) == 0
-    assert "NOT a privacy guarantee" in capsys.readouterr().out
+    assert "(estimate, NOT a guarantee)" in capsys.readouterr().out
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mode"] == "paper" and out["certified"] is False and "NOT" in out["label"]
+    assert out["mode"] == "paper" and out["certified"] is False and out["epsilon_scope"] == "estimate"
 
 
 def test_noise_multiplier_round_trip(capsys):
-    _need_accountant()
     from opacus_gg.accountants import compute_epsilon
 
     argv = ["noise-multiplier", "--beta", "2", "--target-epsilon", "3", "--sample-rate", "1", "--steps", "1",
@@ -133,9 +128,8 @@ def test_noise_multiplier_round_trip(capsys):
 
 
 def test_curve_writes_png_and_csv_next_to_each_other(tmp_path, capsys):
-    _need_accountant()
     png = tmp_path / "fig2.png"
-    assert main(["curve", "--betas", "1,2", "--sigmas", "1,2", "--plot", str(png)]) == 0
+    assert main(["curve", "--betas", "1,2", "--sigmas", "1,2", "--dim", "1", "--plot", str(png)]) == 0
     csv_path = tmp_path / "fig2.csv"
     assert png.read_bytes()[:4] == b"\x89PNG" and csv_path.exists()
     rows = list(csv.DictReader(open(csv_path)))
@@ -145,9 +139,30 @@ def test_curve_writes_png_and_csv_next_to_each_other(tmp_path, capsys):
 
 def test_console_script_runs():
     # the one subprocess test: the installed console script (bad-argument exits are tested in-process)
-    _need_accountant()
     exe = shutil.which("opacus-gg")
     cmd = [exe] if exe else [sys.executable, "-m", "opacus_gg"]
     r = subprocess.run(cmd + EPS[:] + ["--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["epsilon"] > 0
+
+
+def test_uncertified_setting_never_says_certified_or_proven(capsys):
+    # β = 3 with ℓ3 clipping and d > 1: the accountant covers equal spreads only (scope "equal_spreads")
+    argv = ["epsilon", "--beta", "3", "--noise-multiplier", "2", "--sample-rate", "0.1", "--steps", "3",
+            "--delta", "1e-5", "--dim", "50"]
+    assert main(argv + ["--json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["epsilon_scope"] != "proven" and js["certified"] is False
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "certified" not in text.lower() and SCOPE_TEXT["proven"] not in text and "Monte Carlo" not in text
+    assert "dim = 50" in text and js["epsilon_scope_text"] in text
+
+
+def test_noise_multiplier_prints_epsilon_with_scope_and_dim(capsys):
+    argv = ["noise-multiplier", "--beta", "1.5", "--target-epsilon", "3", "--sample-rate", "1", "--steps", "1",
+            "--delta", "1e-5", "--dim", "10"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert "solving for sigma" in cap.err
+    assert "dim = 10" in cap.out and "epsilon = " in cap.out and "(certified" not in cap.out

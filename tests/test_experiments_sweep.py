@@ -8,16 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from opacus_gg.formatting import fmt_up
+
 from opacus_gg.experiments.config import apply_overrides, load_config
 from opacus_gg.experiments.report import aggregate, markdown_table, write_report
 from opacus_gg.experiments.sweep import run_sweep, sweep_points
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from opacus_gg.experiments.config import CONFIG_DIR as CONFIGS
 
 
 def _tiny_sweep_cfg(out: Path) -> dict:
     return apply_overrides(load_config(CONFIGS / "quickstart.yaml"), {
-        "data.n_train": 400, "data.n_test": 200, "train.batch_size": 40, "train.epochs": 1, "quiet": True,
+        "data.name": "synthetic", "data.n_train": 400, "data.n_test": 200, "compare_opacus": False,
+        "train.batch_size": 40, "train.epochs": 1, "quiet": True,
         "output_dir": str(out), "sweep.betas": [1.5, 2.0], "sweep.target_epsilons": [4.0], "sweep.seeds": [0],
         "privacy.epsilon_tolerance": 0.2, "privacy.paper_epsilon": False,
         "sweep.grid": {}})
@@ -46,8 +49,11 @@ def test_sweep_and_report_on_two_tiny_runs(tmp_path: Path) -> None:
     png = paths["plot"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     table = paths["table"].read_text()
-    assert "| target ε | β | σ | certified ε | paper-mode ε |" in table
-    assert "NOT a guarantee" in table
+    assert "| target ε | β | σ | ε (scope) | paper-mode ε (scope) |" in table
+    assert "certified" not in table.lower()
+    for r in rows:  # β ≤ 2 with p = β: the accountant's bound is proven, and the table says so
+        assert r["epsilon_scope"] == "proven"
+        assert f"{fmt_up(r['epsilon'])} (proven upper bound for every shift)" in table
     for beta, r in by_beta.items():
         acc = json.loads((tmp_path / r["run"] / "results.json").read_text())["best_test_accuracy"]
         assert f"| 4 | {beta:g} | {r['noise_multiplier']:.3f} |" in table
@@ -64,7 +70,8 @@ def test_sweep_and_report_on_two_tiny_runs(tmp_path: Path) -> None:
 
 def _fake_result(beta: float, eps: float, seed: int, lr: float, acc: float) -> dict:
     return {"beta": beta, "target_epsilon": eps, "seed": seed, "best_test_accuracy": acc, "noise_multiplier": 1.0,
-            "epsilon": eps - 0.001, "epsilon_paper": eps - 0.1, "dim": 10, "target_delta": 1e-6,
+            "epsilon": eps - 0.001, "epsilon_scope": "proven", "epsilon_paper": eps - 0.1,
+            "epsilon_paper_scope": "estimate", "dim": 10, "target_delta": 1e-6,
             "config": {"train": {"batch_size": 128, "lr": lr}, "privacy": {"max_grad_norm": 0.1}}}
 
 
@@ -77,7 +84,17 @@ def test_aggregate_mean_std_and_best_hyperparameters() -> None:
     best = agg[1]
     assert best["accuracy_mean"] == pytest.approx(0.72) and best["accuracy_std"] == pytest.approx(0.034641, abs=1e-5)
     assert "lr=1" in best["hyper"]
-    assert "| 1 | 2 | 1.000 | 1.00 | 0.90 | 72.00 ± 3.46 | 3 |" in markdown_table(agg)  # ε rounded up
+    assert ("| 1 | 2 | 1.000 | 0.9990 (proven upper bound for every shift) | 0.9000 (estimate, NOT a guarantee) | "
+            "72.00 ± 3.46 | 3 |") in markdown_table(agg)  # ε rounded up, each with its scope
+
+
+def test_aggregate_carries_the_weakest_scope_of_its_seeds() -> None:
+    runs = [_fake_result(3.0, 1.0, s, 1.0, 0.7) for s in range(3)]
+    runs[1]["epsilon_scope"] = "equal_spreads"
+    agg = aggregate(runs)
+    assert agg[0]["epsilon_scope"] == "equal_spreads"
+    table = markdown_table(agg)
+    assert "over equal spreads" in table and "proven upper bound" not in table
 
 
 def test_report_errors_clearly(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import torch
 from opacus_gg.experiments.config import apply_overrides, load_config
 from opacus_gg.experiments.train import ROW_KEYS, run
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from opacus_gg.experiments.config import CONFIG_DIR as CONFIGS
 SIGMA = 1.0
 # one short epoch on tiny data; model sizes stay the real configs' except IMDB (vocabulary 2000, length 16);
 # the files are split in two (this one and test_experiments_train_more.py) to stay under a minute each

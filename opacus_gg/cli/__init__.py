@@ -1,27 +1,59 @@
 """The ``opacus-gg`` command line: one dispatcher, subcommands registered by small modules.
 
-Each module in :data:`SUBCOMMAND_MODULES` defines ``register(subparsers)`` which adds its
-subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code.
-Bad arguments give a one-line error on stderr and exit code 2.
+Each module in :data:`SUBCOMMAND_MODULES` defines ``register(subparsers)`` which adds its subcommands with
+``set_defaults(func=...)``; ``func(args)`` returns an exit code. The modules import torch, opacus and the
+accountant only inside the commands, so ``--help`` and argument errors answer at once.
+
+Every user error (bad option, bad config file, missing data, no GPU, no network) is one line on stderr
+and exit code 2; library warnings are printed once each, as one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
-from typing import List, Optional
+import warnings
+from typing import Any, Callable, List, Optional
 
 SUBCOMMAND_MODULES = [
     "opacus_gg.cli.accounting",  # epsilon, noise-multiplier, curve
-    "opacus_gg.cli.train",  # train (the main job)
+    "opacus_gg.cli.train",  # train, sweep, report (the main job)
+    "opacus_gg.cli.demo_data",  # demo-data
     "opacus_gg.cli.pate",  # pate, and the GGNMax/outlier analyses
     "opacus_gg.cli.companions",  # compare, counts
 ]
 
+#: warnings that are not the user's business: Opacus's secure-RNG notice (we never claim secure mode unless
+#: asked) and PyTorch's notice on Opacus's full backward hooks when an input needs no gradient
+QUIET_WARNINGS = (
+    "Secure RNG turned off",
+    "Full backward hook is firing",
+    "Using a non-full backward hook",
+    "Optimal order is the",  # Opacus's RDP order search (largest/smallest alpha): not actionable by the user
+)
+
 
 class CLIError(Exception):
-    """A user error: printed as one line, exit code 2."""
+    """A user error raised by a subcommand: printed as one line, exit code 2."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default; keeps descriptions as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or action.required or "%(default)" in text:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def positive_int(text: str) -> int:
@@ -35,25 +67,124 @@ def positive_int(text: str) -> int:
     return v
 
 
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a finite number > 0."""
+    v = _number(text)
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return v
+
+
+def beta_value(text: str) -> float:
+    """argparse ``type=``: the GG shape β, a finite number ≥ 1."""
+    v = _number(text)
+    if not (1.0 <= v < math.inf):
+        raise argparse.ArgumentTypeError(f"β must be a finite number ≥ 1, got {text!r}")
+    return v
+
+
+def probability(text: str) -> float:
+    """argparse ``type=``: a number in (0, 1) (δ)."""
+    v = _number(text)
+    if not (0.0 < v < 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return v
+
+
+def rate(text: str) -> float:
+    """argparse ``type=``: a sampling rate in (0, 1]."""
+    v = _number(text)
+    if not (0.0 < v <= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return v
+
+
+def norm_p(text: str) -> float:
+    """argparse ``type=``: an ℓp exponent p ≥ 1, or ``inf``."""
+    v = _number(text)
+    if not (v >= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 1 or 'inf', got {text!r}")
+    return v
+
+
+def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], flag: str = "--dim") -> None:
+    """Refuse a missing ``--dim`` when ε depends on it: β ≠ 2 with a finite clipping norm p (default p = β).
+
+    At β = 2 or p = ∞ the worst case is the one-coordinate shift whatever d is; otherwise the worst shift
+    may spread over many coordinates and ε grows with d, so a default d = 1 would under-report ε.
+    """
+    p = beta if clip_norm_p is None else clip_norm_p
+    if dim is None and beta != 2 and math.isfinite(p):
+        raise CLIError(f"{flag} is required for beta={beta:g} with a finite clipping norm (p={p:g}): epsilon grows "
+                       f"with the number of noised coordinates; pass {flag} <number of trainable parameters>")
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, exit 2
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("opacus-gg")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        from opacus_gg import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Build the top-level parser with every available subcommand."""
-    parser = _Parser(prog="opacus-gg", description="Generalized Gaussian DP tools for Opacus")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    """Build the top-level parser with every subcommand."""
+    parser = _Parser(prog="opacus-gg",
+                     description="Generalized Gaussian differential privacy for Opacus: privacy accounting "
+                                 "(epsilon, noise-multiplier, curve, compare), β-DP-SGD training (train, sweep, "
+                                 "report, demo-data) and GGNMax/PATE (pate, pate-experiment, outliers). "
+                                 "Run 'opacus-gg <command> --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="<command>")
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # the module itself is not there (yet)
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
+
+
+def _one_line_warnings() -> Callable:
+    """A ``warnings.showwarning`` that prints each distinct message once, as one line, and drops
+    :data:`QUIET_WARNINGS`."""
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+        if any(q in str(message) for q in QUIET_WARNINGS) or text in seen:
+            return
+        seen.add(text)
+        sys.stderr.write(f"opacus-gg: warning: {text}\n")
+        sys.stderr.flush()
+
+    return show
+
+
+#: modules of the ``experiments`` extra (pyproject.toml) → the message for a missing one
+EXTRA_MODULES = {"yaml": "pyyaml", "tqdm": "tqdm", "matplotlib": "matplotlib", "sklearn": "scikit-learn",
+                 "torchvision": "torchvision", "kymatio": "kymatio"}
+
+
+def _user_error(e: BaseException) -> Optional[str]:
+    """The one-line message for exceptions that mean bad input (or a missing resource); None for bugs."""
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in EXTRA_MODULES:
+        pkg = EXTRA_MODULES[e.name.split(".")[0]]
+        extra = "scatter" if pkg == "kymatio" else "experiments"
+        return f"this command needs {pkg}: pip install 'opacus-gg[{extra}]'"
+    if isinstance(e, (CLIError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+                      PermissionError)):
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -64,12 +195,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
-    except (CLIError, ValueError, FileNotFoundError) as e:
-        msg = str(e).splitlines()[0] if str(e) else e.__class__.__name__
-        sys.stderr.write(f"opacus-gg {args.command}: error: {msg}\n")
-        return 2
-
+        sys.stdout.reconfigure(line_buffering=True)  # lines appear as they happen in files and pipes too
+    except (AttributeError, ValueError):  # a replaced stdout (e.g. under pytest's capture)
+        pass
+    with warnings.catch_warnings():  # restores the caller's warning handler afterwards
+        warnings.showwarning = _one_line_warnings()
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            sys.stderr.write(f"opacus-gg {args.command}: interrupted\n")
+            return 130
+        except Exception as e:  # noqa: BLE001 - user errors become one line; anything else is a bug: re-raise
+            msg = _user_error(e)
+            if msg is None:
+                raise
+            sys.stderr.write(f"opacus-gg {args.command}: error: {msg}\n")
+            return 2
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

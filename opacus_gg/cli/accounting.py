@@ -1,12 +1,15 @@
 r"""``opacus-gg epsilon | noise-multiplier | curve``: the accountant on the command line.
 
-epsilon           ε(δ) after T steps of the Poisson-subsampled GG mechanism (certified upper bound, or the
-                  paper's sampled one-hot PRV with ``--mode paper``, labelled NOT a guarantee).
-noise-multiplier  the smallest σ (to the solver's tolerance) whose certified ε is ≤ the target.
+epsilon           ε(δ) after T steps of the Poisson-subsampled GG mechanism (the accountant's bound, or the
+                  paper's sampled one-hot PRV with ``--mode paper``, an estimate).
+noise-multiplier  the smallest σ (to the solver's tolerance) whose ε is ≤ the target.
 curve             ε against σ for several β (the paper's Figure 2) → PNG + CSV.
 
-Printed certified ε are rounded up and lower bounds down, so a printed bound is still a bound. Bad
-arguments raise ValueError (→ one line on stderr, exit 2, via :mod:`opacus_gg.cli`).
+Every printed ε carries its scope label from :func:`opacus_gg.accountants.report.format_epsilon` (JSON:
+:func:`~opacus_gg.accountants.report.scope_fields`): bounds are rounded up, lower bounds down. ``--dim`` is
+required whenever ε depends on it (β ≠ 2 with a finite clipping norm) and is shown in every result.
+Bad arguments → one line on stderr, exit 2 (:mod:`opacus_gg.cli`). The accountant is imported only
+inside the commands (fast ``--help``).
 """
 
 from __future__ import annotations
@@ -15,61 +18,25 @@ import argparse
 import json
 import math
 import os
+import sys
+import time
 from typing import Any, Dict, Optional
 
-from ..distribution import validate_beta
-from ..formatting import DIGITS, fmt_down, fmt_up
+from . import CLIError, beta_value, needs_dim, norm_p, positive_float, positive_int, probability, rate
 
-__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
-
-
-# ------------------------------------------------------------------------------------------- validation
-def _clip_norm_p(text: Optional[str]) -> Optional[float]:
-    if text is None:
-        return None
-    try:
-        p = float(text)
-    except ValueError:
-        raise ValueError(f"--clip-norm-p must be a number >= 1 or 'inf', got {text!r}") from None
-    if not (p >= 1.0):
-        raise ValueError(f"--clip-norm-p must be >= 1 (or inf), got {text!r}")
-    return p
+__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve", "epsilon_line"]
 
 
-def _validate_common(args: argparse.Namespace) -> Dict[str, Any]:
-    """Check the shared options; ValueError names the option and its allowed range."""
-    beta = validate_beta(args.beta, "--beta")
-    if not (0.0 < args.delta < 1.0):
-        raise ValueError(f"--delta must be in (0, 1), got {args.delta!r}")
-    if not (0.0 < args.sample_rate <= 1.0):
-        raise ValueError(f"--sample-rate must be in (0, 1], got {args.sample_rate!r}")
-    if args.steps < 1:
-        raise ValueError(f"--steps must be an integer >= 1, got {args.steps!r}")
-    if args.dim < 1:
-        raise ValueError(f"--dim must be an integer >= 1, got {args.dim!r}")
-    if not (args.eps_error > 0 and math.isfinite(args.eps_error)):
-        raise ValueError(f"--eps-error must be a finite number > 0, got {args.eps_error!r}")
-    return dict(beta=beta, delta=float(args.delta), sample_rate=float(args.sample_rate), steps=int(args.steps),
-                dim=int(args.dim), clip_norm_p=_clip_norm_p(args.clip_norm_p))
-
-
-def _accountant():
-    try:
-        from .. import accountants
-        return accountants
-    except ImportError as e:  # pragma: no cover - only while the package is assembled
-        raise ValueError(f"the accountant (opacus_gg.accountants) is not available: {e}") from None
-
-
-def _json_default(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return str(x)
+def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
+    """The accountant's keyword arguments from the parsed options; ``--dim`` checked by :func:`needs_dim`."""
+    needs_dim(args.beta, args.clip_norm_p, args.dim)
+    return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
+                steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p)
 
 
 def _dumps(obj: Dict[str, Any]) -> str:
-    # json.dumps writes inf/nan as Infinity/NaN (not strict JSON): map non-finite floats to strings
-    def clean(v):
+    """Strict JSON: non-finite floats become strings ("inf")."""
+    def clean(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
             return str(v)
         if isinstance(v, dict):
@@ -78,148 +45,180 @@ def _dumps(obj: Dict[str, Any]) -> str:
             return [clean(w) for w in v]
         return v
 
-    return json.dumps(clean(obj), default=_json_default)
+    return json.dumps(clean(obj), default=str)
+
+
+def _reword(e: ValueError) -> CLIError:
+    """The accountant's numerical refusals in words a user can act on."""
+    text = str(e)
+    if "truncated mass" in text or "too large" in text and "mass" in text:
+        return CLIError("epsilon is too large to bound at these settings (the privacy loss leaves the accountant's "
+                        "numerical range): raise --noise-multiplier, or lower --sample-rate or --steps")
+    return CLIError(text.splitlines()[0])
+
+
+def epsilon_line(rep: Any, dim: int) -> str:
+    """``epsilon = <ε> (<scope text>) at delta = δ, dim = d`` (+ the equal-spread ε when there is one),
+    labels from :func:`opacus_gg.accountants.report.format_epsilon`."""
+    from ..accountants.report import format_epsilon
+
+    text = f"epsilon = {format_epsilon(rep.epsilon, rep.scope)} at delta = {rep.delta:g}, dim = {dim}"
+    if getattr(rep, "epsilon_equal_spreads", None) is not None:
+        text += f"; {format_epsilon(rep.epsilon_equal_spreads, 'equal_spreads')}"
+    return text
 
 
 # --------------------------------------------------------------------------------------------- commands
 def cmd_epsilon(args: argparse.Namespace) -> int:
-    """ε(δ) for T steps of the subsampled GG mechanism; human-readable line or JSON."""
-    kw = _validate_common(args)
-    sigma = float(args.noise_multiplier)
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ValueError(f"--noise-multiplier must be a finite number > 0, got {args.noise_multiplier!r}")
-    paper = {}
-    if args.mode == "paper":
-        if args.n_samples < 1000:
-            raise ValueError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
-        paper = dict(n_samples=int(args.n_samples), seed=int(args.seed))
-    rep = _accountant().compute_epsilon(noise_multiplier=sigma, mode=args.mode, eps_error=args.eps_error, **kw,
-                                        **paper)
+    """ε(δ) for T steps of the subsampled GG mechanism; one labelled line, or JSON with the scope fields."""
+    kw = _common_kwargs(args)  # argument checks first: errors come before the accountant's (slow) import
+    if args.mode == "paper" and args.n_samples < 1000:
+        raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
+    from ..accountants import compute_epsilon
+    from ..accountants.report import scope_fields
+    from ..formatting import DIGITS, fmt_down, fmt_up
+
+    paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
+    try:
+        rep = compute_epsilon(noise_multiplier=args.noise_multiplier, mode=args.mode, eps_error=args.eps_error,
+                              **kw, **paper)
+    except ValueError as e:
+        raise _reword(e) from None
     if args.json:
-        out = {"epsilon": rep.epsilon, "epsilon_lower": rep.epsilon_lower, "epsilon_upper": rep.epsilon_upper,
-               "epsilon_estimate": rep.epsilon_estimate, "mode": rep.mode, "certified": rep.certified,
-               "delta": rep.delta, "direction": rep.direction, "shape_k": rep.shape_k,
-               "noise_multiplier": sigma, **kw}
+        out = {**scope_fields(rep), "epsilon_lower": rep.epsilon_lower, "epsilon_upper": rep.epsilon_upper,
+               "epsilon_estimate": rep.epsilon_estimate, "mode": rep.mode, "direction": rep.direction,
+               "shape_k": rep.shape_k, "noise_multiplier": args.noise_multiplier, **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
-        label = rep.details.get("label") if isinstance(rep.details, dict) else None
-        if not rep.certified:
-            out["label"] = label or "NOT a privacy guarantee"
         print(_dumps(out))
         return 0
-    if rep.certified:
-        print(f"epsilon = {fmt_up(rep.epsilon)} (certified upper bound; estimate {rep.epsilon_estimate:.{DIGITS}f}, "
-              f"lower {fmt_down(rep.epsilon_lower)}) at delta = {kw['delta']:g}; worst case: {rep.direction} "
-              f"direction, shift spread over {rep.shape_k} coordinate(s)")
-    else:
-        label = (rep.details or {}).get("label", "NOT a privacy guarantee")
-        if "NOT" not in label:
-            label += " (NOT a privacy guarantee)"
-        print(f"epsilon = {rep.epsilon:.{DIGITS}f} [{label}; Monte Carlo error bars "
-              f"{fmt_down(rep.epsilon_lower)} .. {fmt_up(rep.epsilon_upper)}] at delta = {kw['delta']:g}")
+    bracket = (f"sampled-PRV bracket {fmt_down(rep.epsilon_lower)} .. {fmt_up(rep.epsilon_upper)}"
+               if rep.mode == "paper" else
+               f"PRV lower {fmt_down(rep.epsilon_lower)}, estimate {rep.epsilon_estimate:.{DIGITS}f}; worst case: "
+               f"{rep.direction} direction, shift spread over {rep.shape_k} coordinate(s)")
+    print(f"{epsilon_line(rep, kw['dim'])} [{bracket}]")
     return 0
 
 
 def cmd_noise_multiplier(args: argparse.Namespace) -> int:
-    """The noise multiplier σ whose ε(δ) after T steps is ≤ --target-epsilon (printed rounded up)."""
-    kw = _validate_common(args)
-    eps = float(args.target_epsilon)
-    if not (eps > 0 and math.isfinite(eps)):
-        raise ValueError(f"--target-epsilon must be a finite number > 0, got {args.target_epsilon!r}")
-    acc = _accountant()
+    """The noise multiplier σ whose ε(δ) after T steps is ≤ --target-epsilon (printed rounded up), with the
+    ε at that σ and its scope."""
+    kw = _common_kwargs(args)  # argument checks before the accountant's (slow) import
+    from ..accountants import compute_epsilon, get_noise_multiplier
+    from ..accountants.report import scope_fields
+    from ..formatting import fmt_up
+
     delta = kw.pop("delta")
-    sigma = acc.get_noise_multiplier(target_epsilon=eps, target_delta=delta, mode=args.mode,
-                                     eps_error=args.eps_error, **kw)
-    certified = args.mode == "certified"
+    sys.stderr.write(f"solving for sigma (target epsilon {args.target_epsilon:g}, {args.mode} accounting; "
+                     "each try is one accountant run)...\n")
+    sys.stderr.flush()
+    t0 = time.perf_counter()
+    try:
+        sigma = float(get_noise_multiplier(target_epsilon=args.target_epsilon, target_delta=delta, mode=args.mode,
+                                           eps_error=args.eps_error, **kw))
+        rep = compute_epsilon(noise_multiplier=sigma, delta=delta, mode=args.mode, eps_error=args.eps_error, **kw)
+    except ValueError as e:
+        raise _reword(e) from None
+    sys.stderr.write(f"solved in {time.perf_counter() - t0:.1f} s\n")
     if args.json:
-        out = {"noise_multiplier": float(sigma), "target_epsilon": eps, "delta": delta, "mode": args.mode,
-               "certified": certified, **kw}
+        out = {"noise_multiplier": sigma, "target_epsilon": args.target_epsilon, "delta": delta, "mode": args.mode,
+               **scope_fields(rep), **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]
-        if not certified:
-            out["label"] = "paper mode (one-hot, sampled PRV): NOT a privacy guarantee for beta != 2"
         print(_dumps(out))
         return 0
-    tag = ("certified: epsilon <= target" if certified
-           else "paper mode: NOT a privacy guarantee for beta != 2")
-    print(f"noise_multiplier = {fmt_up(float(sigma))} ({tag} = {eps:g} at delta = {delta:g}, "
-          f"beta = {kw['beta']:g}, q = {kw['sample_rate']:g}, steps = {kw['steps']}, dim = {kw['dim']})")
+    print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
+          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {epsilon_line(rep, kw['dim'])}")
     return 0
 
 
 def cmd_curve(args: argparse.Namespace) -> int:
     """ε against σ for several β → PNG (--plot) and CSV (--csv, default next to the PNG)."""
+    from ..accountants.report import format_epsilon
     from ..analysis.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
-    betas = [validate_beta(b, "--betas") for b in parse_float_list(args.betas, "--betas")]
+    betas = parse_float_list(args.betas, "--betas")
+    bad = [b for b in betas if not 1.0 <= b < math.inf]
+    if bad:
+        raise CLIError(f"--betas: every β must be a finite number ≥ 1, got {bad[0]!r}")
     sigmas = parse_sigma_range(args.sigmas)
-    args.beta = betas[0]
-    kw = _validate_common(args)
-    kw.pop("beta")
-    rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, **kw)
+    for b in betas:
+        needs_dim(b, args.clip_norm_p, args.dim)
+    dim = int(args.dim or 1)
+    rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, delta=args.delta,
+                         sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p)
     png = args.plot
     csv_path = args.csv or os.path.splitext(png)[0] + ".csv"
     write_curve_csv(rows, csv_path)
     plot_privacy_curve(rows, png, epsilon_line=args.epsilon_line)
-    head = ("certified upper bounds, rounded up" if args.mode == "certified"
-            else "paper mode: NOT a privacy guarantee for beta != 2")
-    print(f"epsilon at delta = {kw['delta']:g}, q = {kw['sample_rate']:g}, steps = {kw['steps']}, "
-          f"dim = {kw['dim']} ({head})")
-    print(f"{'beta':>6} {'sigma':>8} {'paper_sigma':>12} {'epsilon':>10}  note")
+    print(f"epsilon at delta = {args.delta:g}, q = {args.sample_rate:g}, steps = {args.steps}, dim = {dim} "
+          f"({args.mode} accounting)")
+    print(f"{'beta':>6} {'sigma':>8} {'paper_sigma':>12}  epsilon (scope)")
     for r in rows:
-        e = r["epsilon"]
-        shown = fmt_up(e) if r["certified"] else f"{e:.{DIGITS}f}"
-        print(f"{r['beta']:>6g} {r['noise_multiplier']:>8.4g} {r['paper_sigma']:>12.4g} {shown:>10}  {r['error']}")
+        # the curve rows carry the report's `certified` flag: proven, else paper mode (an estimate) or the
+        # certified mode's equal-spread envelope
+        scope = "proven" if r["certified"] else ("estimate" if args.mode == "paper" else "equal_spreads")
+        shown = format_epsilon(r["epsilon"], scope) if math.isfinite(r["epsilon"]) else f"inf ({r['error']})"
+        print(f"{r['beta']:>6g} {r['noise_multiplier']:>8.4g} {r['paper_sigma']:>12.4g}  {shown}")
     print(f"wrote {png} and {csv_path}")
     return 0
 
 
 # ------------------------------------------------------------------------------------------------- parser
-def _add_common(p: argparse.ArgumentParser, *, beta: bool = True) -> None:
-    if beta:
-        p.add_argument("--beta", type=float, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
-    p.add_argument("--sample-rate", type=float, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=int, required=True, help="number of steps T ≥ 1")
-    p.add_argument("--delta", type=float, required=True, help="target δ in (0, 1)")
-    p.add_argument("--dim", type=int, default=1, help="number of noised coordinates (trainable parameters)")
-    p.add_argument("--clip-norm-p", default=None, help="ℓp norm of the per-sample clipping (default β; 'inf' ok)")
-    p.add_argument("--eps-error", type=float, default=0.01, help="ε discretization error of the PRV accountant")
+DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required when β ≠ 2 with a "
+            "finite clipping norm, where ε grows with d")
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
+    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
+    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
+    p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
+    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--clip-norm-p", type=norm_p, default=None,
+                   help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
+    p.add_argument("--eps-error", type=positive_float, default=0.01,
+                   help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
-                   help="certified (default) or paper (one-hot sampled PRV, NOT a guarantee for β ≠ 2)")
+                   help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
+                        "one-hot sampled PRV, an estimate")
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``epsilon``, ``noise-multiplier`` and ``curve`` subcommands."""
     p = subparsers.add_parser("epsilon", help="privacy budget ε after T steps",
-                              description="ε(δ) of T steps of the Poisson-subsampled GG mechanism")
-    p.add_argument("--noise-multiplier", type=float, required=True, help="σ > 0 (noise scale σ·C)")
+                              description="ε(δ) of T steps of the Poisson-subsampled GG mechanism, printed with "
+                                          "its scope (proven / over equal spreads / estimate) and d.")
+    p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0 (noise scale σ·C)")
     _add_common(p)
-    p.add_argument("--n-samples", type=int, default=10**6, help="paper mode: Monte Carlo samples (default 1e6)")
-    p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.add_argument("--n-samples", type=int, default=10**6, help="paper mode: Monte Carlo samples (≥ 1000)")
+    p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed")
+    p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser("noise-multiplier", help="σ for a target ε",
-                              description="smallest σ whose ε(δ) after T steps is ≤ the target")
-    p.add_argument("--target-epsilon", type=float, required=True, help="target ε > 0")
+                              description="The smallest σ (to the solver's tolerance) whose ε(δ) after T steps is "
+                                          "≤ the target; prints σ rounded up and the ε at that σ with its scope.")
+    p.add_argument("--target-epsilon", type=positive_float, required=True, help="target ε > 0")
     _add_common(p)
-    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.set_defaults(func=cmd_noise_multiplier)
 
     p = subparsers.add_parser("curve", help="ε against σ for several β (Figure 2) → PNG + CSV",
-                              description="privacy curves ε(σ) at fixed δ; defaults are the paper's Figure 2 "
-                                          "(one step, q = 1, δ = 1e-5)")
-    p.add_argument("--betas", default="1,1.5,2,3", help="comma-separated β values (default 1,1.5,2,3)")
-    p.add_argument("--sigmas", default="0.5:4:6", help="'start:stop:num' or comma list of σ (default 0.5:4:6)")
-    p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q (default 1)")
-    p.add_argument("--steps", type=int, default=1, help="number of steps T (default 1)")
-    p.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
-    p.add_argument("--dim", type=int, default=1, help="number of noised coordinates (default 1)")
-    p.add_argument("--clip-norm-p", default=None, help="ℓp clipping norm (default β)")
-    p.add_argument("--eps-error", type=float, default=0.01, help="ε discretization error")
-    p.add_argument("--mode", choices=["certified", "paper"], default="certified")
-    p.add_argument("--plot", default="privacy_curve.png", help="PNG path (default privacy_curve.png)")
+                              description="Privacy curves ε(σ) at fixed δ; the defaults are the paper's Figure 2 "
+                                          "(one step, q = 1, δ = 1e-5).")
+    p.add_argument("--betas", default="1,1.5,2,3", help="comma-separated β values")
+    p.add_argument("--sigmas", default="0.5:4:6", help="'start:stop:num' or a comma list of σ")
+    p.add_argument("--sample-rate", type=rate, default=1.0, help="Poisson sampling rate q in (0, 1]")
+    p.add_argument("--steps", type=positive_int, default=1, help="number of steps T")
+    p.add_argument("--delta", type=probability, default=1e-5, help="δ in (0, 1)")
+    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--clip-norm-p", type=norm_p, default=None, help="ℓp clipping norm (default: β)")
+    p.add_argument("--eps-error", type=positive_float, default=0.01, help="ε discretization error")
+    p.add_argument("--mode", choices=["certified", "paper"], default="certified",
+                   help="certified accountant or the paper's sampled PRV (an estimate)")
+    p.add_argument("--plot", default="privacy_curve.png", help="PNG path")
     p.add_argument("--csv", default=None, help="CSV path (default: the PNG path with .csv)")
-    p.add_argument("--epsilon-line", type=float, default=None, help="draw a horizontal line at this ε")
+    p.add_argument("--epsilon-line", type=positive_float, default=None, help="draw a horizontal line at this ε")
     p.set_defaults(func=cmd_curve)

@@ -1,10 +1,13 @@
-"""``opacus-gg train | sweep | report``: β-DP-SGD runs from ``configs/*.yaml`` with command-line overrides."""
+"""``opacus-gg train | sweep | report``: β-DP-SGD runs from a config (a YAML file or a bundled name such as
+``quickstart``) with command-line overrides. torch and opacus are imported inside the commands."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any, Dict, List
+
+from . import beta_value, norm_p, positive_float, positive_int, probability
 
 # flag → dotted config key
 FLAG_KEYS = {
@@ -14,41 +17,49 @@ FLAG_KEYS = {
     "batch_size": "train.batch_size", "lr": "train.lr", "device": "device", "seed": "seed",
     "data_root": "data.root", "output_dir": "output_dir",
 }
+# the boolean switches → dotted config key
+SWITCH_KEYS = {"download": "data.download", "quiet": "quiet", "overwrite": "overwrite",
+               "compare_opacus": "compare_opacus"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", "-c", help="YAML config (configs/*.yaml); defaults if omitted")
+    p.add_argument("--config", "-c", metavar="FILE_OR_NAME",
+                   help="YAML config file, or a bundled config's name (quickstart, adult_fcn, cifar10_scatternet, "
+                        "svhn_scatternet, imdb_lstm); the built-in defaults if omitted")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set train.momentum=0.9 (repeatable; value parsed as YAML)")
-    p.add_argument("--beta", type=float, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
-    p.add_argument("--clip-norm-p", type=float, help="ℓp norm for per-sample clipping (default β)")
-    p.add_argument("--target-epsilon", type=float, help="certified ε to calibrate σ to")
-    p.add_argument("--delta", type=float, help="target δ")
-    p.add_argument("--noise-multiplier", type=float, help="fixed σ (skips calibration)")
-    p.add_argument("--calibration", choices=["certified", "paper"], help="which ε the σ solver targets")
-    p.add_argument("--max-grad-norm", type=float, help="clipping norm C")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int, help="expected (Poisson) batch size")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--device", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--data-root", help="directory holding the dataset files")
-    p.add_argument("--output-dir", help="where metrics, checkpoints and reports go")
+    p.add_argument("--beta", type=beta_value, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian); config: privacy.beta")
+    p.add_argument("--clip-norm-p", type=norm_p, help="ℓp norm for per-sample clipping (default: β)")
+    p.add_argument("--target-epsilon", type=positive_float,
+                   help="ε to calibrate σ to (config: privacy.target_epsilon)")
+    p.add_argument("--delta", type=probability, help="target δ (config: privacy.target_delta)")
+    p.add_argument("--noise-multiplier", type=positive_float, help="fixed σ (skips calibration)")
+    p.add_argument("--calibration", choices=["certified", "paper"],
+                   help="which ε the σ solver targets: the accountant's (certified) or the paper's estimate")
+    p.add_argument("--max-grad-norm", type=positive_float, help="clipping norm C")
+    p.add_argument("--epochs", type=positive_int, help="training epochs (config: train.epochs)")
+    p.add_argument("--batch-size", type=positive_int, help="expected (Poisson) batch size")
+    p.add_argument("--lr", type=positive_float, help="learning rate (config: train.lr)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (config: device)")
+    p.add_argument("--seed", type=int, help="random seed (config: seed)")
+    p.add_argument("--data-root", help="directory holding the dataset files (config: data.root)")
+    p.add_argument("--output-dir", help="where metrics, checkpoints and reports go (config: output_dir)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run already in the output directory (default: write to <dir>-2, -3, …)")
     p.add_argument("--download", action="store_true", help="download CIFAR-10/SVHN with torchvision if missing")
+    p.add_argument("--compare-opacus", action="store_true",
+                   help="also train with opacus.PrivacyEngine (Gaussian, ℓ2) at the same ε and report both")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
 
 
 def build_config(args: argparse.Namespace) -> Dict[str, Any]:
-    """Config file (or defaults) + ``--set`` overrides + first-class flags, validated."""
+    """Config file or bundled name (or defaults) + ``--set`` overrides + first-class flags, validated."""
     from opacus_gg.experiments.config import apply_overrides, load_config, validate_config
 
     cfg = load_config(args.config)
     cfg = apply_overrides(cfg, args.overrides)
     flags = {key: getattr(args, attr) for attr, key in FLAG_KEYS.items() if getattr(args, attr, None) is not None}
-    if args.download:
-        flags["data.download"] = True
-    if args.quiet:
-        flags["quiet"] = True
+    flags.update({key: True for attr, key in SWITCH_KEYS.items() if getattr(args, attr, False)})
     if getattr(args, "resume", None):
         flags["resume"] = args.resume
     if args.noise_multiplier is None and args.target_epsilon is not None:
@@ -57,21 +68,25 @@ def build_config(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train one model; print per-epoch loss, accuracy and certified ε."""
-    import warnings
+    """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
+    from opacus_gg.experiments.train import epsilon_text, run
 
-    from opacus_gg.experiments.train import ceil_eps, run
-
-    # harmless PyTorch notice on Opacus's hooks when inputs need no gradient; keeps the main job's output readable
-    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     res = run(build_config(args))
-    print(f"done: test accuracy {res['final_test_accuracy']:.4f}, certified ε = {ceil_eps(res['epsilon']):.2f} "
-          f"at δ = {res['target_delta']:g}; outputs in {res['config']['output_dir']}")
+    text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, "
+            f"ε = {epsilon_text(res['epsilon'], res['epsilon_scope'])} at δ = {res['target_delta']:g}, d = {res['dim']}")
+    base = res.get("opacus_baseline")
+    if base:
+        text += (f"; Opacus (Gaussian) at the same ε: test accuracy {base['test_accuracy']:.4f}, "
+                 f"ε = {epsilon_text(base['epsilon'], base['epsilon_scope'])}")
+    print(f"{text}; outputs in {res['config']['output_dir']}", flush=True)
     return 0
 
 
-def _floats(text: str) -> List[float]:
-    return [float(v) for v in text.split(",") if v.strip()]
+def _floats(text: str, flag: str) -> List[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} expects comma-separated numbers, got {text!r}") from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -83,11 +98,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     ov: Dict[str, Any] = {}
     if args.betas:
-        ov["sweep.betas"] = _floats(args.betas)
+        ov["sweep.betas"] = _floats(args.betas, "--betas")
     if args.target_epsilons:
-        ov["sweep.target_epsilons"] = _floats(args.target_epsilons)
+        ov["sweep.target_epsilons"] = _floats(args.target_epsilons, "--target-epsilons")
     if args.seeds:
-        ov["sweep.seeds"] = [int(v) for v in _floats(args.seeds)]
+        ov["sweep.seeds"] = [int(v) for v in _floats(args.seeds, "--seeds")]
     if args.no_grid:
         ov["sweep.grid"] = {}
     cfg = apply_overrides(cfg, ov)
@@ -113,24 +128,35 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``train``, ``sweep`` and ``report`` subcommands."""
-    p = subparsers.add_parser("train", help="train with β-DP-SGD from a config (the main job)")
+    p = subparsers.add_parser(
+        "train", help="train with β-DP-SGD from a config (the main job)",
+        description="Train one model with β-DP-SGD (GGPrivacyEngine): σ is solved for --target-epsilon, every epoch "
+                    "prints loss, accuracy and ε with its scope, and metrics.csv, results.json and a checkpoint go "
+                    "to the output directory (an existing run there is kept: see --overwrite).")
     _common(p)
     p.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
-                   help="continue from a checkpoint (default: <output-dir>/checkpoint.pt)")
+                   help="continue from a checkpoint (without a path: <output-dir>/checkpoint.pt); refused when the "
+                        "extra epochs would exceed the target ε σ was calibrated for")
     p.set_defaults(func=cmd_train)
 
-    p = subparsers.add_parser("sweep", help="the paper's study: train over β × target ε × seeds")
+    p = subparsers.add_parser(
+        "sweep", help="the paper's study: train over β × target ε × seeds",
+        description="Train the grid β × target ε × sweep.grid × seeds (σ solved per run), write "
+                    "sweep_summary.csv and, unless --no-report, the accuracy-vs-β plot and table.")
     _common(p)
     p.add_argument("--betas", help="comma-separated β values (default: the config's sweep.betas)")
-    p.add_argument("--target-epsilons", help="comma-separated target ε values")
-    p.add_argument("--seeds", help="comma-separated seeds")
+    p.add_argument("--target-epsilons", help="comma-separated target ε values (default: sweep.target_epsilons)")
+    p.add_argument("--seeds", help="comma-separated seeds (default: sweep.seeds)")
     p.add_argument("--no-grid", action="store_true", help="ignore sweep.grid (only β × ε × seeds)")
     p.add_argument("--rerun", action="store_true", help="rerun finished runs instead of reusing them")
     p.add_argument("--no-report", action="store_true", help="skip the table/plot at the end")
     p.set_defaults(func=cmd_sweep)
 
-    p = subparsers.add_parser("report", help="accuracy-vs-β plot and markdown table from a sweep directory")
-    p.add_argument("sweep_dir")
-    p.add_argument("--output-dir", help="default: the sweep directory")
-    p.add_argument("--metric", default="best_test_accuracy", choices=["best_test_accuracy", "final_test_accuracy"])
+    p = subparsers.add_parser(
+        "report", help="accuracy-vs-β plot and markdown table from a sweep directory",
+        description="Figure-4-style plot and Table-1-style markdown (ε with its scope) from a sweep directory.")
+    p.add_argument("sweep_dir", help="a directory written by 'opacus-gg sweep'")
+    p.add_argument("--output-dir", help="where to write table.md, accuracy_vs_beta.png (default: the sweep directory)")
+    p.add_argument("--metric", default="best_test_accuracy", choices=["best_test_accuracy", "final_test_accuracy"],
+                   help="accuracy per run")
     p.set_defaults(func=cmd_report)

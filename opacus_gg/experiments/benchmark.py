@@ -48,8 +48,8 @@ def time_epoch(cfg: Config, steps: int = 10) -> Dict[str, Any]:
     y = torch.randint(0, info["classes"], (n_data,))
     model = build_model(cfg["model"], info["classes"], shape, int(d["vocab_size"])).to(cfg["device"])
     optimizer = torch.optim.SGD(model.parameters(), lr=float(t["lr"]))
-    engine, is_gg = make_privacy_engine(float(p["beta"]))
-    kw = {"beta": float(p["beta"]), "clip_norm_p": p["clip_norm_p"]} if is_gg else {}
+    engine = make_privacy_engine()
+    kw = {"beta": float(p["beta"]), "clip_norm_p": p["clip_norm_p"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, optimizer, loader = engine.make_private(

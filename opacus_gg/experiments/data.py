@@ -1,6 +1,8 @@
 """Datasets from local files in their original on-disk formats (never downloaded unless asked).
 
-- ``synthetic``: a Gaussian-mixture classification task generated in code (the quickstart).
+- ``digits``: scikit-learn's bundled 8×8 handwritten digits (1797 images, 10 classes; shipped inside the
+  scikit-learn package, no download): pixels scaled to [0, 1], a fixed 80/20 train/test split (the quickstart).
+- ``synthetic``: a Gaussian-mixture classification task generated in code.
 - ``cifar10``: ``<root>/cifar-10-batches-py/{data_batch_1..5,test_batch}`` (python pickles).
 - ``svhn``: ``<root>/{train,test}_32x32.mat`` (keys ``X`` [32,32,3,N], ``y`` [N,1], label 10 = digit 0).
 - ``adult``: ``<root>/adult/adult.{data,test}`` or ``<root>/adult.{data,test}`` (UCI CSVs);
@@ -62,6 +64,35 @@ def make_synthetic(n_train: int, n_test: int, n_features: int, n_classes: int, c
     return DataBundle(draw(n_train), draw(n_test), n_classes, (n_features,), {"source": "synthetic"})
 
 
+# ------------------------------------------------------------------------------------ digits
+def load_digits(test_fraction: float = 0.2, seed: int = 0) -> DataBundle:
+    """scikit-learn's bundled 8×8 digits: x = pixels / 16 ∈ [0, 1]^64, a fixed random 80/20 split."""
+    try:
+        from sklearn.datasets import load_digits as sk_load_digits
+    except ModuleNotFoundError:
+        raise ValueError("data.name=digits needs scikit-learn: pip install 'opacus-gg[experiments]'") from None
+    d = sk_load_digits()
+    x = torch.tensor(d.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = perm[:n_test], perm[n_test:]
+    return DataBundle(TensorDataset(x[train], y[train]), TensorDataset(x[test], y[test]), 10, (64,),
+                      {"source": "sklearn.datasets.load_digits"})
+
+
+def _download(fetch, what: str, root: Path) -> None:
+    """Run a torchvision download; a network failure becomes one actionable ValueError."""
+    import urllib.error
+
+    try:
+        fetch()
+    except (urllib.error.URLError, OSError, RuntimeError) as e:
+        raise ValueError(f"--download: could not download {what} into {root} ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else 'no detail'}); check the network, or put the "
+                         f"files there yourself (opacus-gg demo-data writes small stand-ins)") from None
+
+
 # ------------------------------------------------------------------------------------ CIFAR-10
 CIFAR_DIR = "cifar-10-batches-py"
 CIFAR_TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
@@ -96,7 +127,7 @@ def load_cifar10(root: Path, download: bool = False) -> DataBundle:
         import torchvision
 
         for train in (True, False):
-            torchvision.datasets.CIFAR10(str(root), train=train, download=True)
+            _download(lambda: torchvision.datasets.CIFAR10(str(root), train=train, download=True), "CIFAR-10", root)
     files = [base / n for n in CIFAR_TRAIN + CIFAR_TEST]
     missing = [p for p in files if not p.is_file()]
     if missing:
@@ -138,7 +169,7 @@ def load_svhn(root: Path, download: bool = False) -> DataBundle:
         import torchvision
 
         for split in ("train", "test"):
-            torchvision.datasets.SVHN(str(root), split=split, download=True)
+            _download(lambda: torchvision.datasets.SVHN(str(root), split=split, download=True), "SVHN", root)
     files = [root / "train_32x32.mat", root / "test_32x32.mat"]
     missing = [p for p in files if not p.is_file()]
     if missing:
@@ -264,7 +295,9 @@ def load_dataset(data_cfg: Dict[str, Any]) -> DataBundle:
     """Load the dataset named by ``data_cfg["name"]`` from ``data_cfg["root"]`` (see module doc)."""
     name, root = data_cfg["name"], Path(data_cfg.get("root") or ".").expanduser()
     download = bool(data_cfg.get("download", False))
-    if name == "synthetic":
+    if name == "digits":
+        b = load_digits()
+    elif name == "synthetic":
         b = make_synthetic(data_cfg["n_train"], data_cfg["n_test"], data_cfg["n_features"],
                            data_cfg["n_classes"], data_cfg["class_sep"])
     elif name == "cifar10":
@@ -276,7 +309,7 @@ def load_dataset(data_cfg: Dict[str, Any]) -> DataBundle:
     elif name == "imdb":
         b = load_imdb(root, data_cfg["vocab_size"], data_cfg["max_len"])
     else:
-        raise ValueError(f"data.name must be one of synthetic, cifar10, svhn, adult, imdb; got {name!r}")
+        raise ValueError(f"data.name must be one of digits, synthetic, cifar10, svhn, adult, imdb; got {name!r}")
     b.train = _limit(b.train, data_cfg.get("limit_train"))
     b.test = _limit(b.test, data_cfg.get("limit_test"))
     return b

@@ -1,9 +1,9 @@
 """The paper's study: train over β × target ε × extra hyperparameters × seeds at fixed δ.
 
 For each β, σ is solved so that every run meets the same (target ε, δ) (the paper's Appendix B.4
-"equivalent mechanisms"), by the training run's calibration: the certified GG PRV accountant by default, or
-the paper's one-hot accounting (``privacy.calibration: paper``, NOT a guarantee for β ≠ 2) — the certified ε
-is recorded either way. A run that fails (e.g. a target the certified accountant cannot reach) is recorded
+"equivalent mechanisms"), by the training run's calibration: the GG PRV accountant by default, or the paper's
+one-hot accounting (``privacy.calibration: paper``, an estimate for β ≠ 2) — the accountant's ε and its scope
+are recorded either way. A run that fails (e.g. a target the accountant cannot reach) is recorded
 with its error and the sweep goes on.
 """
 
@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 from .config import Config, apply_overrides, validate_config
-from .train import run
+from .train import run, say
 
 __all__ = ["sweep_points", "run_sweep", "SUMMARY_KEYS"]
 
-SUMMARY_KEYS = ["run", "beta", "target_epsilon", "seed", "hyper", "noise_multiplier", "epsilon", "epsilon_paper",
+SUMMARY_KEYS = ["run", "beta", "target_epsilon", "seed", "hyper", "noise_multiplier", "epsilon", "epsilon_scope",
+                "epsilon_paper", "epsilon_paper_scope",
                 "final_test_accuracy", "best_test_accuracy", "wall_time_per_epoch", "dim", "error"]
 
 
@@ -46,7 +47,7 @@ def sweep_points(cfg: Config) -> List[Tuple[str, Dict[str, Any]]]:
 
 
 def run_sweep(cfg: Config, out_dir: Path, *, skip_existing: bool = True,
-              log: Callable[[str], None] = print) -> List[Dict[str, Any]]:
+              log: Callable[[str], None] = say) -> List[Dict[str, Any]]:
     """Run every grid point into ``out_dir/<run>/``; write ``sweep_summary.{csv,json}``; return the rows."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,10 +67,11 @@ def run_sweep(cfg: Config, out_dir: Path, *, skip_existing: bool = True,
                     == cfg["train"]["epochs"]:
                 res = json.loads(res_file.read_text())
             else:
-                res = run(apply_overrides(cfg, {**ov, "output_dir": str(run_dir), "name": name, "resume": None}),
+                res = run(apply_overrides(cfg, {**ov, "output_dir": str(run_dir), "name": name, "resume": None,
+                                           "overwrite": True}),  # the sweep owns its run directories
                           log=log)
-            for k in ("noise_multiplier", "epsilon", "epsilon_paper", "final_test_accuracy", "best_test_accuracy",
-                      "wall_time_per_epoch", "dim"):
+            for k in ("noise_multiplier", "epsilon", "epsilon_scope", "epsilon_paper", "epsilon_paper_scope",
+                      "final_test_accuracy", "best_test_accuracy", "wall_time_per_epoch", "dim"):
                 row[k] = res.get(k)
         except (ValueError, RuntimeError) as e:  # record, go on
             row["error"] = f"{type(e).__name__}: {e}"

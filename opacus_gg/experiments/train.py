@@ -1,13 +1,16 @@
 """One β-DP-SGD training run from a config: data → model → GGPrivacyEngine → epochs → CSV/JSON/checkpoint.
 
-Privacy: σ is calibrated so that after ``train.epochs`` epochs the **certified** ε (GG PRV accountant, worst case
-over shift directions in the model's real dimension d = #trainable parameters, ℓ_p clipping with p =
-``clip_norm_p`` or β) equals ``privacy.target_epsilon`` at δ = ``privacy.target_delta`` (engine's
-``make_private_with_epsilon``). With ``privacy.calibration: paper`` σ instead solves the paper's one-hot
-accounting (NOT a guarantee for β ≠ 2) and the certified ε is still reported each epoch.
-Every epoch row holds: epoch, train_loss, test_loss, test_accuracy, epsilon (certified), epsilon_paper
-(NOT a guarantee for β ≠ 2), noise_multiplier, beta, steps, wall_time. Row 0 evaluates the initial model
-(its train_loss is a full pass over the training set without an update).
+Privacy: σ is calibrated so that after ``train.epochs`` epochs the accountant's ε (GG PRV accountant, model
+dimension d = #trainable parameters, ℓ_p clipping with p = ``clip_norm_p`` or β) is ≤ ``privacy.target_epsilon``
+at δ = ``privacy.target_delta`` (the engine's ``make_private_with_epsilon``). With ``privacy.calibration:
+paper`` σ instead solves the paper's one-hot accounting (an estimate for β ≠ 2) and the accountant's ε is still
+reported. Every ε carries the scope of the accountant's report (``epsilon_scope``: proven / equal_spreads /
+estimate, :mod:`opacus_gg.accountants.report`), in the log, ``metrics.csv`` and ``results.json``.
+Every epoch row holds :data:`ROW_KEYS`. Row 0 evaluates the initial model (its train_loss is a full pass over
+the training set without an update).
+
+Runs are not lost: an ``output_dir`` that already holds a run is kept and the new run goes to ``<dir>-2``
+(``-3``, …) unless ``overwrite: true`` or ``resume`` is set.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ import contextlib
 import copy
 import csv
 import json
-import math
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -32,20 +33,38 @@ from .data import DataBundle, load_dataset
 from .features import cached_features, make_extractor, normalize_images
 from .models import build_model, count_parameters
 
-__all__ = ["run", "prepare_data", "make_privacy_engine", "ceil_eps", "ROW_KEYS"]
+__all__ = ["run", "prepare_data", "make_privacy_engine", "epsilon_text", "free_output_dir", "ROW_KEYS"]
 
-ROW_KEYS = ["epoch", "train_loss", "test_loss", "test_accuracy", "epsilon", "epsilon_paper",
-            "noise_multiplier", "beta", "steps", "wall_time"]
+ROW_KEYS = ["epoch", "train_loss", "test_loss", "test_accuracy", "epsilon", "epsilon_scope", "epsilon_paper",
+            "epsilon_paper_scope", "noise_multiplier", "beta", "dim", "steps", "wall_time"]
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
+RUN_FILES = ("results.json", "metrics.csv", "checkpoint.pt", "model_final.pt")
 
 
-def ceil_eps(eps: Optional[float], digits: int = 2) -> Optional[float]:
-    """Round ε **up** to ``digits`` decimals (a printed ε must stay an upper bound): ⌈ε·10^k⌉/10^k."""
-    if eps is None or not math.isfinite(eps):
-        return eps
-    f = 10 ** digits
-    return math.ceil(eps * f - 1e-12) / f
+def say(text: str) -> None:
+    """Print one line and flush it (log lines appear as they happen when stdout is a file or a pipe)."""
+    print(text, flush=True)
+
+
+def epsilon_text(epsilon: Optional[float], scope: Optional[str]) -> str:
+    """A stored ε with its scope label (:func:`opacus_gg.accountants.report.format_epsilon`); '–' if absent."""
+    from opacus_gg.accountants.report import format_epsilon
+
+    return "–" if epsilon is None or scope is None else format_epsilon(epsilon, scope)
+
+
+def free_output_dir(out: Path) -> Path:
+    """``out`` if it holds no run; else the first of ``out-2``, ``out-3``, … that holds none."""
+    def used(p: Path) -> bool:
+        return any((p / f).exists() for f in RUN_FILES)
+
+    if not used(out):
+        return out
+    i = 2
+    while used(out.with_name(f"{out.name}-{i}")):
+        i += 1
+    return out.with_name(f"{out.name}-{i}")
 
 
 def _progress(quiet: bool) -> Callable:
@@ -80,52 +99,41 @@ def prepare_data(cfg: Config, progress: Optional[Callable] = None) -> DataBundle
     return bundle
 
 
-def make_privacy_engine(beta: float) -> Tuple[Any, bool]:
-    """Return ``(engine, is_gg)``: ``opacus_gg.engine.GGPrivacyEngine(accountant="gg_prv")``.
+def make_privacy_engine() -> Any:
+    """``opacus_gg.GGPrivacyEngine(accountant="gg_prv")``: β-DP-SGD with the GG PRV accountant."""
+    from opacus_gg.engine import GGPrivacyEngine
 
-    Only if the ``gg_prv`` accountant (or the engine) is unavailable and β = 2, fall back with a warning to
-    GGPrivacyEngine with Opacus's Gaussian ``prv`` accountant (or ``opacus.PrivacyEngine``): at β = 2
-    β-DP-SGD is DP-SGD and that ε is Opacus's PRV bound. For β ≠ 2 there is no fallback.
-    """
-    try:
-        from opacus_gg.engine import GGPrivacyEngine
-    except ImportError as e:
-        if beta != 2:
-            raise RuntimeError(f"privacy.beta={beta} needs opacus_gg.engine.GGPrivacyEngine ({e})") from e
-        from opacus import PrivacyEngine
-
-        warnings.warn(f"opacus_gg.engine unavailable ({e}): using opacus.PrivacyEngine (β = 2, PRV accountant)")
-        return PrivacyEngine(accountant="prv"), False
-    try:
-        return GGPrivacyEngine(accountant="gg_prv"), True
-    except ValueError as e:  # the "gg_prv" accountant is not registered
-        if beta != 2:
-            raise RuntimeError(f"privacy.beta={beta} needs the 'gg_prv' accountant, which is unavailable ({e})") from e
-        warnings.warn(f"'gg_prv' accountant unavailable ({e}): using Opacus's Gaussian PRV accountant (β = 2)")
-        return GGPrivacyEngine(accountant="prv"), True
+    return GGPrivacyEngine(accountant="gg_prv")
 
 
-def _paper_epsilon(accountant: Any, delta: float, eps_error: float) -> Optional[float]:
-    """ε of the paper's one-hot accounting for the accountant's history (NOT a guarantee for β ≠ 2)."""
-    try:
-        from opacus_gg.accountants import compute_epsilon_history
-    except ImportError:
-        return None
-    history = getattr(accountant, "history", None)
-    if not history or len(history[0]) < 6:
-        return None
-    with warnings.catch_warnings():  # labelled "NOT a guarantee" wherever we print or store it
+def _paper_epsilon(accountant: Any, delta: float, eps_error: float) -> Any:
+    """Report of the paper's one-hot accounting for the accountant's history (scope: an estimate for β ≠ 2)."""
+    import warnings
+
+    from opacus_gg.accountants import compute_epsilon_history
+
+    with warnings.catch_warnings():  # its scope label is printed and stored with it
         warnings.simplefilter("ignore", UserWarning)
-        return float(compute_epsilon_history(list(history), delta, mode="paper", eps_error=eps_error).epsilon)
+        return compute_epsilon_history(list(accountant.history), delta, mode="paper", eps_error=eps_error)
 
 
-def _certified_epsilon(engine: Any, delta: float, eps_error: float) -> float:
-    acc = engine.accountant
-    if not acc.history:
-        return 0.0
-    if hasattr(acc, "get_epsilon_report"):
-        return float(acc.get_epsilon_report(delta, eps_error=eps_error).epsilon)
-    return float(engine.get_epsilon(delta))
+def _epsilon_report(engine: Any, delta: float, eps_error: float) -> Any:
+    """The accountant's :class:`~opacus_gg.accountants.EpsilonReport` for the steps taken so far."""
+    return engine.accountant.get_epsilon_report(delta, eps_error=eps_error)
+
+
+def _check_device(device: str) -> None:
+    """ValueError (one line) if the configured accelerator is not there."""
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: PyTorch sees no CUDA GPU here (torch {torch.__version__}, "
+                             f"CUDA build {torch.version.cuda}); use --device cpu")
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        if idx >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) visible; "
+                             f"use cuda:0 … cuda:{torch.cuda.device_count() - 1}")
+    if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError("device 'mps': PyTorch sees no Apple GPU here; use --device cpu")
 
 
 @torch.no_grad()
@@ -152,37 +160,81 @@ def _write_outputs(out: Path, rows: List[Dict[str, Any]], summary: Dict[str, Any
         json.dump({**summary, "rows": rows}, f, indent=2)
 
 
-def _format_row(r: Dict[str, Any], epochs: int, delta: float, beta: float) -> str:
+def _format_row(r: Dict[str, Any], epochs: int, delta: float) -> str:
     s = (f"epoch {r['epoch']}/{epochs}  train_loss {r['train_loss']:.4f}  test_loss {r['test_loss']:.4f}  "
-         f"test_acc {r['test_accuracy']:.4f}  ε = {ceil_eps(r['epsilon']):.2f} (certified, δ={delta:g})")
+         f"test_acc {r['test_accuracy']:.4f}  ε = {epsilon_text(r['epsilon'], r['epsilon_scope'])} "
+         f"at δ = {delta:g}, d = {r['dim']}")
     if r.get("epsilon_paper") is not None:
-        s += f"  paper-mode ε = {ceil_eps(r['epsilon_paper']):.2f}" + ("" if beta == 2 else " (NOT a guarantee)")
+        s += f"; paper-mode ε = {epsilon_text(r['epsilon_paper'], r['epsilon_paper_scope'])}"
     return s
 
 
-def run(cfg: Config, log: Callable[[str], None] = print) -> Dict[str, Any]:
+def _train_epoch(model: nn.Module, optimizer: Any, loader: DataLoader, device: str, max_physical_batch_size: Any,
+                 progress: Callable, desc: str, steps: int) -> float:
+    """One pass of private SGD over ``loader``; returns the mean training loss over non-empty batches."""
+    model.train()
+    criterion = nn.CrossEntropyLoss()
+    losses: List[float] = []
+    if max_physical_batch_size:
+        from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+        ctx = BatchMemoryManager(data_loader=loader, max_physical_batch_size=int(max_physical_batch_size),
+                                 optimizer=optimizer)
+    else:
+        ctx = contextlib.nullcontext(loader)
+    with ctx as batches:
+        for x, y in progress(batches, desc=desc, total=None if max_physical_batch_size else steps):
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()  # an empty Poisson batch still takes a (pure-noise) step
+            if len(y):
+                losses.append(loss.item())
+    return sum(losses) / max(len(losses), 1)
+
+
+def _load_resume(cfg: Config, out: Path) -> Tuple[Path, Dict[str, Any]]:
+    """The checkpoint to resume from, after checking it matches the config and stays within the budget."""
+    p, t = cfg["privacy"], cfg["train"]
+    path = out / "checkpoint.pt" if cfg["resume"] in (True, "auto") else Path(cfg["resume"])
+    if not path.is_file():
+        raise ValueError(f"--resume: no checkpoint at {path}")
+    ckpt = torch.load(path, weights_only=False)
+    old = ckpt.get("config", {})
+    for key in ("beta", "clip_norm_p", "max_grad_norm", "target_delta"):
+        if old.get("privacy", {}).get(key) != p[key]:
+            raise ValueError(f"--resume: privacy.{key} differs from the checkpoint's "
+                             f"({p[key]!r} vs {old.get('privacy', {}).get(key)!r})")
+    if old.get("train", {}).get("batch_size") != t["batch_size"]:
+        raise ValueError("--resume: train.batch_size differs from the checkpoint's")
+    old_epochs = int(old.get("train", {}).get("epochs", t["epochs"]))
+    calibrated = old.get("privacy", {}).get("noise_multiplier") is None
+    if calibrated and int(t["epochs"]) > old_epochs and p["noise_multiplier"] is None:
+        raise ValueError(f"--resume: σ = {ckpt['noise_multiplier']:.4f} was calibrated for target ε = "
+                         f"{old['privacy']['target_epsilon']:g} after {old_epochs} epochs; {t['epochs']} epochs "
+                         f"would spend more than that budget. Resume with --epochs {old_epochs}, or pass "
+                         f"--noise-multiplier {ckpt['noise_multiplier']:.6g} to continue past the target knowingly")
+    return path, ckpt
+
+
+def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
     """Train one model with β-DP-SGD as configured; return the summary written to ``results.json``."""
     cfg = validate_config(copy.deepcopy(cfg))
     d, p, t = cfg["data"], cfg["privacy"], cfg["train"]
-    out = Path(cfg["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
     device, beta, delta = cfg["device"], float(p["beta"]), float(p["target_delta"])
+    _check_device(device)
+    out = Path(cfg["output_dir"])
+    resume_path, ckpt = _load_resume(cfg, out) if cfg.get("resume") else (None, None)
+    if ckpt is None and not cfg["overwrite"]:
+        free = free_output_dir(out)
+        if free != out:
+            log(f"{out} already holds a run: writing to {free} (use --overwrite to replace it)")
+            out = free
+            cfg["output_dir"] = str(out)
+    out.mkdir(parents=True, exist_ok=True)
     progress = _progress(bool(cfg.get("quiet")))
     torch.manual_seed(int(cfg["seed"]))
-
-    resume_path, ckpt = None, None
-    if cfg.get("resume"):
-        resume_path = out / "checkpoint.pt" if cfg["resume"] in (True, "auto") else Path(cfg["resume"])
-        if not resume_path.is_file():
-            raise ValueError(f"--resume: no checkpoint at {resume_path}")
-        ckpt = torch.load(resume_path, weights_only=False)
-        old = ckpt.get("config", {})
-        for key in ("beta", "clip_norm_p", "max_grad_norm", "target_delta"):
-            if old.get("privacy", {}).get(key) != p[key]:
-                raise ValueError(f"--resume: privacy.{key} differs from the checkpoint's "
-                                 f"({p[key]!r} vs {old.get('privacy', {}).get(key)!r})")
-        if old.get("train", {}).get("batch_size") != t["batch_size"]:
-            raise ValueError("--resume: train.batch_size differs from the checkpoint's")
 
     bundle = prepare_data(cfg, progress)
     model = build_model(cfg["model"], bundle.num_classes, bundle.input_shape, d["vocab_size"]).to(device)
@@ -194,13 +246,16 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> Dict[str, Any]:
     steps_per_epoch = len(loader)
     sample_rate = 1.0 / steps_per_epoch  # what Opacus's DPDataLoader uses for expected batch size B: ≈ B/n
 
-    engine, is_gg = make_privacy_engine(beta)
-    gg_kwargs = {"beta": beta, "clip_norm_p": p["clip_norm_p"]} if is_gg else {}
+    engine = make_privacy_engine()
     common = dict(module=model, optimizer=optimizer, data_loader=loader, max_grad_norm=float(p["max_grad_norm"]),
-                  poisson_sampling=bool(p["poisson_sampling"]), **gg_kwargs)
+                  poisson_sampling=bool(p["poisson_sampling"]), beta=beta, clip_norm_p=p["clip_norm_p"])
     sigma = ckpt["noise_multiplier"] if ckpt else p["noise_multiplier"]
     calibration = "fixed" if sigma is not None else p["calibration"]
-    if sigma is None and p["calibration"] == "paper" and is_gg:
+    t0 = time.perf_counter()
+    if sigma is None:
+        log(f"solving σ so that ε ≤ {float(p['target_epsilon']):g} at δ = {delta:g} after {t['epochs']} epoch(s) "
+            f"({p['calibration']} accounting, d = {dim}; each try is one accountant run)...")
+    if sigma is None and p["calibration"] == "paper":
         from opacus_gg.accountants import get_noise_multiplier
 
         sigma = get_noise_multiplier(target_epsilon=float(p["target_epsilon"]), target_delta=delta,
@@ -209,11 +264,13 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> Dict[str, Any]:
                                      epsilon_tolerance=float(p["epsilon_tolerance"]))
     if sigma is None:
         model, optimizer, loader = engine.make_private_with_epsilon(
-            target_epsilon=float(p["target_epsilon"]), target_delta=delta, epochs=int(t["epochs"]), **common,
-            **({"epsilon_tolerance": float(p["epsilon_tolerance"])} if is_gg else {}))
+            target_epsilon=float(p["target_epsilon"]), target_delta=delta, epochs=int(t["epochs"]),
+            epsilon_tolerance=float(p["epsilon_tolerance"]), **common)
     else:
         model, optimizer, loader = engine.make_private(noise_multiplier=float(sigma), **common)
     sigma = float(optimizer.noise_multiplier)
+    if calibration != "fixed":
+        log(f"σ = {sigma:.4f} (solved in {time.perf_counter() - t0:.1f} s)")
 
     rows: List[Dict[str, Any]] = []
     start_epoch, elapsed = 1, 0.0
@@ -231,60 +288,97 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> Dict[str, Any]:
         "noise_multiplier": sigma, "max_grad_norm": float(p["max_grad_norm"]), "target_delta": delta,
         "target_epsilon": p["target_epsilon"] if calibration != "fixed" else None, "calibration": calibration,
         "engine": type(engine).__name__, "seed": cfg["seed"],
-        "epsilon_note": "epsilon is a certified upper bound (worst case over shift directions, dim = #params); "
-                        "epsilon_paper is the paper's one-hot accounting, NOT a guarantee for beta != 2",
+        "epsilon_note": "epsilon: the GG PRV accountant's epsilon for this run (dim = #params), with the scope in "
+                        "epsilon_scope; epsilon_paper: the paper's one-hot accounting, scope in epsilon_paper_scope",
     }
-    log(f"{cfg['name']}: {d['name']} / {cfg['model']['name']} ({dim} parameters), β={beta:g}, σ={sigma:.4f}, "
-        f"C={p['max_grad_norm']:g}, q={sample_rate:.5f}, {steps_per_epoch} steps/epoch, engine {type(engine).__name__}")
+    log(f"{cfg['name']}: {d['name']} / {cfg['model']['name']} (d = {dim} parameters), β={beta:g}, σ={sigma:.4f}, "
+        f"C={p['max_grad_norm']:g}, q={sample_rate:.5f}, {steps_per_epoch} steps/epoch, engine {type(engine).__name__}"
+        f"; outputs in {out}")
 
     if not rows:
         tr_loss, _ = evaluate(model, bundle.train, t["eval_batch_size"], device)
         te_loss, te_acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
         rows.append({"epoch": 0, "train_loss": tr_loss, "test_loss": te_loss, "test_accuracy": te_acc,
-                     "epsilon": 0.0, "epsilon_paper": 0.0, "noise_multiplier": sigma, "beta": beta, "steps": 0,
-                     "wall_time": 0.0})
-    criterion = nn.CrossEntropyLoss()
+                     "epsilon": 0.0, "epsilon_scope": "proven", "epsilon_paper": 0.0, "epsilon_paper_scope": "proven",
+                     "noise_multiplier": sigma, "beta": beta, "dim": dim, "steps": 0, "wall_time": 0.0})
+    report = None
     for epoch in range(start_epoch, int(t["epochs"]) + 1):
         t0 = time.perf_counter()
-        model.train()
-        losses: List[float] = []
-        mpb = t["max_physical_batch_size"]
-        if mpb:
-            from opacus.utils.batch_memory_manager import BatchMemoryManager
-
-            ctx = BatchMemoryManager(data_loader=loader, max_physical_batch_size=int(mpb), optimizer=optimizer)
-        else:
-            ctx = contextlib.nullcontext(loader)
-        with ctx as batches:
-            for x, y in progress(batches, desc=f"epoch {epoch}", total=steps_per_epoch if not mpb else None):
-                x, y = x.to(device), y.to(device)
-                optimizer.zero_grad(set_to_none=True)
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()  # an empty Poisson batch still takes a (pure-noise) step
-                if len(y):
-                    losses.append(loss.item())
+        train_loss = _train_epoch(model, optimizer, loader, device, t["max_physical_batch_size"], progress,
+                                  f"epoch {epoch}", steps_per_epoch)
         elapsed += time.perf_counter() - t0
         te_loss, te_acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
-        row = {"epoch": epoch, "train_loss": sum(losses) / max(len(losses), 1), "test_loss": te_loss,
-               "test_accuracy": te_acc, "epsilon": _certified_epsilon(engine, delta, p["eps_error"]),
-               "epsilon_paper": (_paper_epsilon(engine.accountant, delta, p["eps_error"])
-                                 if p["paper_epsilon"] is True or (p["paper_epsilon"] == "final"
-                                                                   and epoch == int(t["epochs"])) else None),
-               "noise_multiplier": sigma, "beta": beta, "steps": epoch * steps_per_epoch, "wall_time": elapsed}
+        report = _epsilon_report(engine, delta, p["eps_error"])
+        want_paper = p["paper_epsilon"] is True or (p["paper_epsilon"] == "final" and epoch == int(t["epochs"]))
+        paper = _paper_epsilon(engine.accountant, delta, p["eps_error"]) if want_paper else None
+        row = {"epoch": epoch, "train_loss": train_loss, "test_loss": te_loss, "test_accuracy": te_acc,
+               "epsilon": report.epsilon, "epsilon_scope": report.scope,
+               "epsilon_paper": None if paper is None else paper.epsilon,
+               "epsilon_paper_scope": None if paper is None else paper.scope,
+               "noise_multiplier": sigma, "beta": beta, "dim": dim, "steps": epoch * steps_per_epoch,
+               "wall_time": elapsed}
         rows.append(row)
-        log(_format_row(row, int(t["epochs"]), delta, beta))
+        log(_format_row(row, int(t["epochs"]), delta))
+        if summary["target_epsilon"] is not None and report.epsilon > float(summary["target_epsilon"]):
+            log(f"warning: ε = {epsilon_text(report.epsilon, report.scope)} exceeds the target "
+                f"{float(summary['target_epsilon']):g}")
         _write_outputs(out, rows, summary)
         engine.save_checkpoint(path=out / "checkpoint.pt", module=model, optimizer=optimizer,
                                checkpoint_dict={"epoch": epoch, "rows": rows, "config": cfg, "noise_multiplier": sigma,
                                                 "wall_time": elapsed, "torch_rng_state": torch.get_rng_state()})
 
     last = rows[-1]
+    from opacus_gg.accountants.report import scope_fields
+
+    if report is None:  # nothing trained in this call (resumed a finished run)
+        report = _epsilon_report(engine, delta, p["eps_error"])
+
     summary.update({"epochs_done": last["epoch"], "final_test_accuracy": last["test_accuracy"],
                     "best_test_accuracy": max(r["test_accuracy"] for r in rows[1:]) if len(rows) > 1 else None,
-                    "epsilon": last["epsilon"], "epsilon_paper": last["epsilon_paper"],
+                    **scope_fields(report), "epsilon_paper": last["epsilon_paper"],
+                    "epsilon_paper_scope": last["epsilon_paper_scope"],
                     "wall_time_per_epoch": elapsed / max(last["epoch"], 1)})
     inner = getattr(model, "_module", model)
     torch.save(inner.state_dict(), out / "model_final.pt")
+    if cfg["compare_opacus"]:
+        summary["opacus_baseline"] = opacus_baseline(cfg, bundle, float(report.epsilon), progress, log)
     _write_outputs(out, rows, summary)
     return {**summary, "rows": rows}
+
+
+def opacus_baseline(cfg: Config, bundle: DataBundle, target_epsilon: float, progress: Callable,
+                    log: Callable[[str], None] = say) -> Dict[str, Any]:
+    """The same model and schedule trained with ``opacus.PrivacyEngine`` (Gaussian noise, ℓ2 clipping, Opacus's
+    PRV accountant) calibrated to ``target_epsilon`` (the β-DP-SGD run's ε); ε re-checked by the GG accountant
+    at β = 2 so it carries a scope like every other printed ε."""
+    from opacus import PrivacyEngine
+
+    from opacus_gg.accountants import compute_epsilon
+
+    d, p, t = cfg["data"], cfg["privacy"], cfg["train"]
+    device, delta = cfg["device"], float(p["target_delta"])
+    torch.manual_seed(int(cfg["seed"]))
+    model = build_model(cfg["model"], bundle.num_classes, bundle.input_shape, d["vocab_size"]).to(device)
+    opt_cls = torch.optim.SGD if t["optimizer"] == "sgd" else torch.optim.Adam
+    kw = {"momentum": t["momentum"]} if t["optimizer"] == "sgd" else {}
+    optimizer = opt_cls(model.parameters(), lr=t["lr"], weight_decay=t["weight_decay"], **kw)
+    loader = DataLoader(bundle.train, batch_size=int(t["batch_size"]), shuffle=True, num_workers=t["num_workers"])
+    steps_per_epoch = len(loader)
+    engine = PrivacyEngine(accountant="prv")
+    model, optimizer, loader = engine.make_private_with_epsilon(
+        module=model, optimizer=optimizer, data_loader=loader, target_epsilon=target_epsilon, target_delta=delta,
+        epochs=int(t["epochs"]), max_grad_norm=float(p["max_grad_norm"]),
+        poisson_sampling=bool(p["poisson_sampling"]))
+    sigma = float(optimizer.noise_multiplier)
+    log(f"Opacus baseline (opacus.PrivacyEngine, Gaussian noise, ℓ2 clipping) at the same ε: σ = {sigma:.4f}")
+    for epoch in range(1, int(t["epochs"]) + 1):
+        _train_epoch(model, optimizer, loader, device, t["max_physical_batch_size"], progress,
+                     f"opacus epoch {epoch}", steps_per_epoch)
+    _, acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
+    steps = sum(n for _, _, n in engine.accountant.history)
+    rep = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0 / steps_per_epoch, steps=steps, delta=delta,
+                          beta=2.0, eps_error=float(p["eps_error"]))
+    log(f"Opacus baseline: test_acc {acc:.4f}  ε = {epsilon_text(rep.epsilon, rep.scope)} at δ = {delta:g} "
+        f"(Opacus's own PRV accountant: {engine.get_epsilon(delta):.4f})")
+    return {"test_accuracy": acc, "noise_multiplier": sigma, "epsilon": rep.epsilon, "epsilon_scope": rep.scope,
+            "epsilon_opacus_prv": float(engine.get_epsilon(delta)), "engine": "opacus.PrivacyEngine(accountant='prv')"}

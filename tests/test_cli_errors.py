@@ -1,0 +1,156 @@
+"""Every bad input the CLI can get → one line on stderr naming the file/key/flag, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+from opacus_gg.experiments.config import load_config
+
+
+def _one_line_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for f in fragments:
+        assert f in err, (f, err)
+
+
+def test_tab_indented_yaml_names_the_file_and_the_tab(tmp_path: Path, cli) -> None:
+    bad = tmp_path / "tabs.yaml"
+    bad.write_text("name: x\nprivacy:\n\tbeta: 1.5\n")
+    _one_line_error(*cli(["train", "--config", str(bad)]), str(bad), "line 3", "tab")
+
+
+def test_malformed_yaml_names_the_file(tmp_path: Path, cli) -> None:
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("privacy: {beta: 1.5\ntrain:\n  epochs: 2\n")
+    _one_line_error(*cli(["train", "--config", str(bad)]), str(bad), "not valid YAML")
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path: Path, cli) -> None:
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- 1\n- 2\n")
+    _one_line_error(*cli(["train", "--config", str(bad)]), str(bad), "mapping")
+
+
+def test_missing_config_lists_the_bundled_names(cli) -> None:
+    _one_line_error(*cli(["train", "--config", "no_such_config"]), "--config", "quickstart")
+
+
+def test_bad_set_value_names_the_override(cli) -> None:
+    _one_line_error(*cli(["train", "--config", "quickstart", "--set", "train.lr=[1,"]), "--set train.lr=[1,")
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "tpu"])
+def test_unknown_device(device: str, tmp_path: Path, cli) -> None:
+    _one_line_error(*cli(["train", "--config", "quickstart", "--device", device, "--output-dir", str(tmp_path)]),
+                    "device", repr(device), "--device")
+
+
+def test_cuda_without_a_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _one_line_error(*cli(["train", "--config", "quickstart", "--device", "cuda", "--output-dir", str(tmp_path)]),
+                    "'cuda'", "no CUDA GPU", "--device cpu")
+
+
+def test_download_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli) -> None:
+    import torchvision
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", offline)
+    _one_line_error(*cli(["train", "--config", "cifar10_scatternet", "--download", "--data-root", str(tmp_path),
+                          "--output-dir", str(tmp_path / "out")]), "--download", "CIFAR-10", str(tmp_path))
+
+
+def test_missing_data_says_where_and_how(tmp_path: Path, cli) -> None:
+    _one_line_error(*cli(["train", "--config", "adult_fcn", "--data-root", str(tmp_path),
+                          "--output-dir", str(tmp_path / "out")]), "adult.data")
+
+
+def test_bad_list_flags_of_sweep(cli) -> None:
+    _one_line_error(*cli(["sweep", "--config", "quickstart", "--betas", "1,x"]), "--betas")
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--epochs", "0"], ["train", "--lr", "-1"], ["train", "--delta", "2"], ["train", "--beta", "inf"],
+    ["demo-data", "--datasets", "mnist"], ["nonsense"], ["epsilon", "--help-me"],
+])
+def test_argparse_level_errors(argv: list, cli) -> None:
+    code, out, err = cli(argv)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_configs_load_by_name_from_any_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # examples/quickstart.py and old commands use "configs/<name>.yaml": outside the repository it is the
+    # bundled config; a real file of that path still wins
+    monkeypatch.chdir(tmp_path)
+    assert load_config("configs/quickstart.yaml")["name"] == "quickstart"
+    assert load_config("adult_fcn")["name"] == "adult_fcn"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "quickstart.yaml").write_text("name: mine\n")
+    assert load_config("configs/quickstart.yaml")["name"] == "mine"
+
+
+def test_every_option_has_help_and_every_command_a_description() -> None:
+    from opacus_gg.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert len(sub.choices) >= 12
+    for name, p in sub.choices.items():
+        assert p.description, name
+        for action in p._actions:
+            assert action.help, (name, action.dest)
+
+
+def test_version(cli) -> None:
+    code, out, _ = cli(["--version"])
+    assert code == 0 and out.startswith("opacus-gg ")
+
+
+def test_help_and_argument_errors_do_not_import_torch() -> None:
+    # the CLI's start-up stays well under a second (benchmarks/cli_startup.py) because parsing loads neither
+    # torch nor opacus; checked in a fresh interpreter
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom opacus_gg.cli import main\n"
+            "try:\n    main(['epsilon', '--beta', '1.5', '--noise-multiplier', '1', '--sample-rate', '0.1',"
+            " '--steps', '3', '--delta', '1e-5'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'opacus', 'scipy') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parents[1]))
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
+    assert "--dim is required" in r.stderr
+
+
+def test_demo_data_command_writes_loadable_files(tmp_path: Path, cli) -> None:
+    from opacus_gg.experiments.data import load_dataset
+
+    code, out, err = cli(["demo-data", "--root", str(tmp_path), "--datasets", "adult", "svhn"])
+    assert code == 0, err
+    assert (tmp_path / "adult" / "adult.data").is_file() and (tmp_path / "train_32x32.mat").is_file()
+    assert not (tmp_path / "cifar-10-batches-py").exists()  # only what was asked for
+    cfg = load_config("adult_fcn")["data"]
+    bundle = load_dataset({**cfg, "root": str(tmp_path)})
+    assert bundle.num_classes == 2 and len(bundle.train) == 300 and len(bundle.test) == 100
+    assert "--data-root" in out
+
+
+def test_library_warnings_are_one_line_once_and_notices_dropped(capsys: pytest.CaptureFixture) -> None:
+    from opacus_gg.cli import _one_line_warnings
+
+    show = _one_line_warnings()
+    for _ in range(24):  # e.g. the same dimension warning from every σ tried in `compare --beta 3`
+        show(UserWarning("beta=3.0 > 2 with clip_norm_p=3.0: epsilon grows with dim\nsecond line"), UserWarning,
+             "x.py", 1)
+    show(UserWarning("Secure RNG turned off. This is perfectly fine for experimentation"), UserWarning, "x.py", 2)
+    show(UserWarning("Full backward hook is firing when gradients are computed"), UserWarning, "x.py", 3)
+    err = capsys.readouterr().err
+    assert err == "opacus-gg: warning: beta=3.0 > 2 with clip_norm_p=3.0: epsilon grows with dim\n"
