@@ -82,3 +82,25 @@ def test_resume_past_the_calibrated_budget_is_refused(tmp_path: Path, cli) -> No
     code, _, err = _train(cli, out, "--beta", "2", "--target-epsilon", "4", "--epochs", "3", "--resume")
     assert code == 2 and "--resume" in err and "target ε = 4" in err and "--epochs 1" in err
     assert err.count("\n") == 1
+
+
+def test_epoch_lines_stream_through_a_pipe(tmp_path: Path) -> None:
+    # stdout is a pipe here (not a terminal): each epoch line must arrive while the run is still going
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "opacus_gg", "train", "--config", "quickstart", "--output-dir", str(tmp_path / "r"),
+           *TINY, "--noise-multiplier", "1", "--epochs", "4", "--set", "privacy.paper_epsilon=false"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(tmp_path),
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        running_at_first_epoch = None
+        for line in proc.stdout:
+            if line.startswith("epoch 1/4"):
+                running_at_first_epoch = proc.poll() is None
+        assert proc.wait(timeout=600) == 0
+    finally:
+        proc.kill()
+    assert running_at_first_epoch is True

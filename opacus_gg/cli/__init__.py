@@ -44,7 +44,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or action.required or "%(default)" in text:
+        if action.default in (None, False, [], argparse.SUPPRESS) or action.required or "%(default)" in text:
             return text
         return text + " (default: %(default)s)"
 
