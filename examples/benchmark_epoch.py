@@ -1,18 +1,17 @@
 """Time one β-DP-SGD epoch of each paper config on this machine (random inputs of the real shapes).
 
-    python examples/benchmark_epoch.py [--steps 10] [--beta 2] [--device cpu] [configs/adult_fcn.yaml ...]
+    python examples/benchmark_epoch.py [--steps 10] [--beta 2] [--device cpu] [adult_fcn ...]
 """
 
 import argparse
-import glob
 
 import torch
 
 from opacus_gg.experiments.benchmark import time_epoch
-from opacus_gg.experiments.config import apply_overrides, load_config
+from opacus_gg.experiments.config import apply_overrides, bundled_configs, load_config
 
 parser = argparse.ArgumentParser(description=__doc__)
-parser.add_argument("configs", nargs="*", default=sorted(set(glob.glob("configs/*.yaml")) - {"configs/quickstart.yaml"}))
+parser.add_argument("configs", nargs="*", default=[c for c in bundled_configs() if c != "quickstart"])
 parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--beta", type=float, default=2.0)
 parser.add_argument("--device", default="cpu")

@@ -1,6 +1,6 @@
 """Reproduce the GG paper's β-DP-SGD study (Figure 4 / Table 1) for one dataset config.
 
-    python examples/paper_study.py configs/cifar10_scatternet.yaml --data-root data --output-dir runs/cifar_study
+    python examples/paper_study.py cifar10_scatternet --data-root data --output-dir runs/cifar_study
     # extra flags go to `opacus-gg sweep` (e.g. --betas 1,2,3 --target-epsilons 1,3 --seeds 0 --no-grid --epochs 5)
 """
 

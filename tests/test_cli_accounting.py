@@ -51,6 +51,10 @@ def test_rounding_never_lowers_an_upper_bound():
     (["noise-multiplier", "--beta", "3", "--target-epsilon", "1", "--sample-rate", "0.1", "--steps", "5",
       "--delta", "1e-5", "--clip-norm-p", "2"], "--dim"),
     (["curve", "--betas", "1,2"], "--dim"),
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5", "--clip-norm-p", "inf"], "--dim"),  # p = ∞: every coordinate may move by C
+    (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
+      "--delta", "1e-5", "--clip-norm-p", "3"], "--dim"),
     (["curve", "--sigmas", "1:2"], "sigmas"),
     (["curve", "--delta", "0"], "--delta"),
     (EPS + ["--mode", "paper", "--n-samples", "10"], "--n-samples"),
@@ -93,7 +97,7 @@ def test_epsilon_json_certified_beta2_matches_opacus(capsys):
 def test_epsilon_json_clip_norm_default_and_inf(capsys):
     assert main(EPS + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["clip_norm_p"] == 2.0  # default p = beta
-    assert main(EPS + ["--clip-norm-p", "inf", "--json"]) == 0
+    assert main(EPS + ["--clip-norm-p", "inf", "--dim", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["clip_norm_p"] == "inf"
 
 
@@ -146,17 +150,20 @@ def test_console_script_runs():
     assert json.loads(r.stdout)["epsilon"] > 0
 
 
-def test_uncertified_setting_never_says_certified_or_proven(capsys):
-    # β = 3 with ℓ3 clipping and d > 1: the accountant covers equal spreads only (scope "equal_spreads")
+def test_beta3_prints_the_proven_bound_and_labels_the_equal_spread_one(capsys):
+    # β = 3 with ℓ3 clipping and d > 1: the PRV covers equal spreads only, so the published ε is the proven
+    # Rényi bound over the ℓp ball and the (smaller) equal-spread ε is printed beside it with its own label
     argv = ["epsilon", "--beta", "3", "--noise-multiplier", "2", "--sample-rate", "0.1", "--steps", "3",
             "--delta", "1e-5", "--dim", "50"]
     assert main(argv + ["--json"]) == 0
     js = json.loads(capsys.readouterr().out)
-    assert js["epsilon_scope"] != "proven" and js["certified"] is False
+    assert js["epsilon_scope"] == "proven" and js["certified"] is True and js["epsilon_method"] == "rdp"
+    assert js["epsilon_equal_spreads"] < js["epsilon"] and js["epsilon_equal_spreads_scope"] == "equal_spreads"
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "certified" not in text.lower() and SCOPE_TEXT["proven"] not in text and "Monte Carlo" not in text
-    assert "dim = 50" in text and js["epsilon_scope_text"] in text
+    assert "Monte Carlo" not in text and "dim = 50" in text
+    assert f"{fmt_up(js['epsilon'])} ({SCOPE_TEXT['proven']})" in text
+    assert f"{fmt_up(js['epsilon_equal_spreads'])} ({SCOPE_TEXT['equal_spreads']})" in text
 
 
 def test_noise_multiplier_prints_epsilon_with_scope_and_dim(capsys):
@@ -166,3 +173,20 @@ def test_noise_multiplier_prints_epsilon_with_scope_and_dim(capsys):
     cap = capsys.readouterr()
     assert "solving for sigma" in cap.err
     assert "dim = 10" in cap.out and "epsilon = " in cap.out and "(certified" not in cap.out
+
+
+@pytest.mark.parametrize("beta, p", [(2.0, 1.0), (2.0, 2.0), (2.0, math.inf), (2.0, 3.0), (1.5, 2.0)])
+def test_dim_is_required_exactly_where_epsilon_depends_on_it(beta, p):
+    import warnings
+
+    from opacus_gg.accountants import compute_epsilon
+    from opacus_gg.cli import dim_matters
+
+    kw = dict(noise_multiplier=2.0, sample_rate=0.1, steps=10, delta=1e-5, beta=beta, clip_norm_p=p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e1, e50 = (compute_epsilon(dim=d, **kw).epsilon for d in (1, 50))
+    if dim_matters(beta, p):
+        assert e50 > e1 * 1.01  # a default d = 1 would under-report
+    else:
+        assert e50 == pytest.approx(e1, rel=1e-9)

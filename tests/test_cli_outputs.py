@@ -23,13 +23,15 @@ def _train(cli, out: Path, *extra: str):
     return cli(["train", "--config", "quickstart", "--output-dir", str(out), *TINY, *extra])
 
 
-def test_beta3_run_is_labelled_equal_spreads_in_every_format(tmp_path: Path, cli) -> None:
+def test_beta3_run_is_labelled_in_every_format(tmp_path: Path, cli) -> None:
+    """β = 3, d > 1: the published ε is the proven ℓp-ball bound; the equal-spread ε travels with its own label."""
     code, out, err = _train(cli, tmp_path / "run", "--beta", "3", "--noise-multiplier", "2", "--epochs", "1",
                             "--set", "privacy.paper_epsilon=final")
     assert code == 0, err
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     scope = res["epsilon_scope"]
-    assert scope == "equal_spreads" and res["certified"] is False and res["dim"] > 1
+    assert scope == "proven" and res["certified"] is True and res["epsilon_method"] == "rdp" and res["dim"] > 1
+    assert res["epsilon_equal_spreads"] is None or res["epsilon_equal_spreads_scope"] == "equal_spreads"
     assert res["epsilon_scope_text"] == SCOPE_TEXT[scope]
     assert all(r["epsilon_scope"] == scope for r in res["rows"][1:])
     with open(tmp_path / "run" / "metrics.csv") as f:
@@ -42,7 +44,6 @@ def test_beta3_run_is_labelled_equal_spreads_in_every_format(tmp_path: Path, cli
     assert done.startswith("done:") and SCOPE_TEXT[scope] in done
     for text in (out, err, json.dumps(res), (tmp_path / "run" / "metrics.csv").read_text()):
         assert "certified upper bound" not in text and "(certified" not in text
-        assert SCOPE_TEXT["proven"] not in text.replace('"epsilon_scope": "proven"', "")
 
 
 def test_beta3_sweep_table_is_labelled(tmp_path: Path) -> None:
@@ -51,10 +52,10 @@ def test_beta3_sweep_table_is_labelled(tmp_path: Path) -> None:
         "train.batch_size": 50, "train.epochs": 1, "privacy.paper_epsilon": False, "output_dir": str(tmp_path),
         "sweep.betas": [3.0], "sweep.target_epsilons": [8.0], "sweep.seeds": [0], "privacy.epsilon_tolerance": 0.5})
     rows = run_sweep(cfg, tmp_path, log=lambda s: None)
-    assert rows[0]["error"] is None and rows[0]["epsilon_scope"] == "equal_spreads"
+    assert rows[0]["error"] is None and rows[0]["epsilon_scope"] == "proven"
     table = write_report(tmp_path)["table"].read_text()
     row = next(line for line in table.splitlines() if line.startswith("| 8 | 3 |"))
-    assert SCOPE_TEXT["equal_spreads"] in row and SCOPE_TEXT["proven"] not in row
+    assert SCOPE_TEXT["proven"] in row
     assert "certified" not in table.lower()
 
 
@@ -82,3 +83,25 @@ def test_resume_past_the_calibrated_budget_is_refused(tmp_path: Path, cli) -> No
     code, _, err = _train(cli, out, "--beta", "2", "--target-epsilon", "4", "--epochs", "3", "--resume")
     assert code == 2 and "--resume" in err and "target ε = 4" in err and "--epochs 1" in err
     assert err.count("\n") == 1
+
+
+def test_epoch_lines_stream_through_a_pipe(tmp_path: Path) -> None:
+    # stdout is a pipe here (not a terminal): each epoch line must arrive while the run is still going
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "opacus_gg", "train", "--config", "quickstart", "--output-dir", str(tmp_path / "r"),
+           *TINY, "--noise-multiplier", "1", "--epochs", "4", "--set", "privacy.paper_epsilon=false"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(tmp_path),
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        running_at_first_epoch = None
+        for line in proc.stdout:
+            if line.startswith("epoch 1/4"):
+                running_at_first_epoch = proc.poll() is None
+        assert proc.wait(timeout=600) == 0
+    finally:
+        proc.kill()
+    assert running_at_first_epoch is True

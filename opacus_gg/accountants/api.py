@@ -82,6 +82,7 @@ def compute_epsilon_history(
         "mesh": worst.mesh,
         "eps_error": eps_error,
         "delta_error": delta_error,
+        "dim": segs[0].dim if len({sg.dim for sg in segs}) == 1 else sorted({sg.dim for sg in segs}),
         "shape_scores": {f"{k[0]}-{k[1]}": float(v) for k, v in scores.items()},
         "shapes": sorted([int(k[0]), int(k[1])] for k in scores),
     }

@@ -44,7 +44,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or action.required or "%(default)" in text:
+        if action.default in (None, False, [], argparse.SUPPRESS) or action.required or "%(default)" in text:
             return text
         return text + " (default: %(default)s)"
 
@@ -107,16 +107,25 @@ def norm_p(text: str) -> float:
     return v
 
 
-def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], flag: str = "--dim") -> None:
-    """Refuse a missing ``--dim`` when ε depends on it: β ≠ 2 with a finite clipping norm p (default p = β).
+def dim_matters(beta: float, clip_norm_p: Optional[float]) -> bool:
+    """Whether ε depends on the number d of noised coordinates: everywhere except β = 2 with p ≤ 2.
 
-    At β = 2 or p = ∞ the worst case is the one-coordinate shift whatever d is; otherwise the worst shift
-    may spread over many coordinates and ε grows with d, so a default d = 1 would under-report ε.
+    At β = 2 the privacy loss depends on the shift only through its ℓ2 norm, and ‖Δ‖₂ ≤ ‖Δ‖_p ≤ C for p ≤ 2,
+    so the one-coordinate shift is the worst case whatever d is. Otherwise a shift spread over many coordinates
+    can be worse (p = ∞: every coordinate moves by C; β ≠ 2: the loss is not a function of ‖Δ‖₂), and ε grows
+    with d, so a default d = 1 would under-report ε.
     """
     p = beta if clip_norm_p is None else clip_norm_p
-    if dim is None and beta != 2 and math.isfinite(p):
-        raise CLIError(f"{flag} is required for beta={beta:g} with a finite clipping norm (p={p:g}): epsilon grows "
-                       f"with the number of noised coordinates; pass {flag} <number of trainable parameters>")
+    return not (beta == 2 and p <= 2)
+
+
+def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], flag: str = "--dim") -> None:
+    """Refuse a missing ``--dim`` when ε depends on it (:func:`dim_matters`); CLIError says why."""
+    p = beta if clip_norm_p is None else clip_norm_p
+    if dim is None and dim_matters(beta, clip_norm_p):
+        raise CLIError(f"{flag} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the "
+                       f"number of noised coordinates (only beta=2 with p<=2 does not depend on it); pass "
+                       f"{flag} <number of trainable parameters>")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,7 +7,7 @@ curve             ε against σ for several β (the paper's Figure 2) → PNG + 
 
 Every printed ε carries its scope label from :func:`opacus_gg.accountants.report.format_epsilon` (JSON:
 :func:`~opacus_gg.accountants.report.scope_fields`): bounds are rounded up, lower bounds down. ``--dim`` is
-required whenever ε depends on it (β ≠ 2 with a finite clipping norm) and is shown in every result.
+required whenever ε depends on it (everywhere except β = 2 with p ≤ 2) and is shown in every result.
 Bad arguments → one line on stderr, exit 2 (:mod:`opacus_gg.cli`). The accountant is imported only
 inside the commands (fast ``--help``).
 """
@@ -166,8 +166,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------- parser
-DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required when β ≠ 2 with a "
-            "finite clipping norm, where ε grows with d")
+DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required unless β = 2 with "
+            "p ≤ 2, since ε grows with d everywhere else")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:

@@ -101,7 +101,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=positive_int, required=True, help="number of steps T")
     p.add_argument("--delta", type=probability, required=True, help="δ in (0, 1)")
     p.add_argument("--dim", type=positive_int, default=None,
-                   help="noised coordinates d; required when β ≠ 2 with a finite clipping norm")
+                   help="noised coordinates d; required unless β = 2 with p ≤ 2 (ε grows with d)")
     p.add_argument("--clip-norm-p", type=norm_p, default=None, help="ℓp clipping norm (default: β)")
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=_cmd_compare)

@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from opacus_gg.steps import steps_for_epochs
+
 from .config import Config, validate_config
 from .data import DataBundle, load_dataset
 from .features import cached_features, make_extractor, normalize_images
@@ -315,7 +317,8 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                "epsilon": report.epsilon, "epsilon_scope": report.scope,
                "epsilon_paper": None if paper is None else paper.epsilon,
                "epsilon_paper_scope": None if paper is None else paper.scope,
-               "noise_multiplier": sigma, "beta": beta, "dim": dim, "steps": epoch * steps_per_epoch,
+               "noise_multiplier": sigma, "beta": beta, "dim": dim,
+               "steps": steps_for_epochs(epoch, data_loader=loader),
                "wall_time": elapsed}
         rows.append(row)
         log(_format_row(row, int(t["epochs"]), delta))
