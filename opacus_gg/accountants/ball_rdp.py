@@ -195,6 +195,9 @@ def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: 
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
     vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, s), axis=1)
+    low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
+    lb = int(np.argmin(low_vals))
+    lower, lam_low = float(low_vals[lb]), float(cand[lb])
     best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
@@ -203,11 +206,9 @@ def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: 
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
-    low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
-    lb = int(np.argmin(low_vals))
     bound = float(vals[best])
     bound += _FP_SLACK * (lam * mp * (1.0 + dim) + dim * float(np.max(np.abs(G))))
-    return bound, lam, float(low_vals[lb]), float(cand[lb])
+    return bound, lam, lower, lam_low
 
 
 @lru_cache(maxsize=4096)
