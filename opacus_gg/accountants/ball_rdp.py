@@ -206,8 +206,11 @@ def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: 
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
-    bound = float(vals[best])
-    bound += _FP_SLACK * (lam * mp * (1.0 + dim) + dim * float(np.max(np.abs(G))))
+    # Round up: each interval value by 1e-15 × the size of its operands (a few ulps of the subtraction),
+    # then λ m^p + d·max by a relative 1e-12.
+    v = _interval_values(np.array([lam]), G, Kq, U, s)[0]
+    size = np.abs(G[1:]) + lam * U[1:] + np.where(np.isfinite(Kq[1:]), Kq[1:], 0.0) * U[1:] ** s
+    bound = (lam * mp + dim * float(np.max(v + 1e-15 * size))) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
 
