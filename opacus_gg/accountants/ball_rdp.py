@@ -52,9 +52,9 @@ __all__ = [
 
 _EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
 _GRID_POINTS = 24  # initial geometric u-grid per order
-_REFINE_ROUNDS = 24
-_SPLITS_PER_ROUND = 16
-_QUADRATIC_MAX_SHIFT = 0.1
+_REFINE_ROUNDS = 24  # at most this many rounds of interval splits per order
+_SPLITS_PER_ROUND = 16  # loosest intervals split per round
+_QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated for shifts up to this
 _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
 
@@ -187,7 +187,9 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
     return np.minimum(step, power)
 
 
-def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float):
+def _dual(
+    G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float
+) -> Tuple[float, float, float, float]:
     r"""(bound, λ, lower, λ_low): bound = min over candidate λ ≥ 0 of F(λ) = λ m^p + d·max_i(interval value),
     rounded up; lower = min_λ [λ m^p + d·max(0, max_i (G_i − λU_i))] (the same dual on grid points only:
     a refinement target, not used as a bound). Candidates: 0 and the upper-hull slopes of (U_i, G_i).
@@ -295,7 +297,7 @@ def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: 
     with np.errstate(invalid="ignore"):
         out[1:] = np.interp(np.arange(1, max_order + 1), xs, ys)
     out[js] = vals
-    out[1:] = out[1:] * (1.0 + _FP_SLACK) + 0.0  # interpolation round-off, upward
+    out[1:] = out[1:] * (1.0 + _FP_SLACK)  # interpolation round-off, upward
     out[np.isnan(out)] = np.inf
     return out
 
