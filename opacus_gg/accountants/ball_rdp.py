@@ -47,9 +47,9 @@ __all__ = [
 
 _EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
 _GRID_POINTS = 24  # initial geometric u-grid per order
-_REFINE_ROUNDS = 24
-_SPLITS_PER_ROUND = 16
-_QUADRATIC_MAX_SHIFT = 0.1
+_REFINE_ROUNDS = 24  # at most this many rounds of interval splits per order
+_SPLITS_PER_ROUND = 16  # loosest intervals split per round
+_QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated for shifts up to this
 _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
 
@@ -182,7 +182,9 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
     return np.minimum(step, power)
 
 
-def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float):
+def _dual(
+    G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float
+) -> Tuple[float, float, float, float]:
     r"""(bound, λ, lower, λ_low): bound = min over candidate λ ≥ 0 of F(λ) = λ m^p + d·max_i(interval value),
     rounded up; lower = min_λ [λ m^p + d·max(0, max_i (G_i − λU_i))] (the same dual on grid points only:
     a refinement target, not used as a bound). Candidates: 0 and the upper-hull slopes of (U_i, G_i).
@@ -190,6 +192,9 @@ def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: 
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
     vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, s), axis=1)
+    low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
+    lb = int(np.argmin(low_vals))
+    lower, lam_low = float(low_vals[lb]), float(cand[lb])
     best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
@@ -198,11 +203,12 @@ def _dual(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: 
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
-    low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
-    lb = int(np.argmin(low_vals))
-    bound = float(vals[best])
-    bound += _FP_SLACK * (lam * mp * (1.0 + dim) + dim * float(np.max(np.abs(G))))
-    return bound, lam, float(low_vals[lb]), float(cand[lb])
+    # Round up: each interval value by 1e-15 × the size of its operands (a few ulps of the subtraction),
+    # then λ m^p + d·max by a relative 1e-12.
+    v = _interval_values(np.array([lam]), G, Kq, U, s)[0]
+    size = np.abs(G[1:]) + lam * U[1:] + np.where(np.isfinite(Kq[1:]), Kq[1:], 0.0) * U[1:] ** s
+    bound = (lam * mp + dim * float(np.max(v + 1e-15 * size))) * (1.0 + _FP_SLACK)
+    return bound, lam, lower, lam_low
 
 
 @lru_cache(maxsize=4096)
@@ -286,7 +292,7 @@ def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: 
     with np.errstate(invalid="ignore"):
         out[1:] = np.interp(np.arange(1, max_order + 1), xs, ys)
     out[js] = vals
-    out[1:] = out[1:] * (1.0 + _FP_SLACK) + 0.0  # interpolation round-off, upward
+    out[1:] = out[1:] * (1.0 + _FP_SLACK)  # interpolation round-off, upward
     out[np.isnan(out)] = np.inf
     return out
 
