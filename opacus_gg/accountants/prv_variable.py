@@ -16,7 +16,7 @@ x*(u) = sup{x : ℓ(x) ≤ u} and x₋(u) = inf{x : ℓ(x) ≥ u} (equal for β 
 No Monte Carlo: F_GG is :func:`opacus_gg.distribution.cdf` (regularized incomplete gamma). At β = 1 the loss
 ℓ is −a on x ≤ 0, 2x − a on (0, a), a on x ≥ a, so Y has atoms at both support ends
 log(1 − q + q e^{∓a}) (remove; negated and swapped for add); F is the right-continuous CDF including them
-and :meth:`GGPrivacyRandomVariable.atoms` lists them for the numerical mean.
+and :meth:`GGPrivacyRandomVariable.atoms` lists them (``kinks``: where the numerical mean splits its integral).
 
 ``rdp(α)`` is an upper bound on the Rényi divergence D_α(P'‖Q') from :func:`opacus_gg.rdp.subsampled_rdp`
 (remove: exact at integer orders; add: its Jensen/Taylor bound) at the order ⌈α⌉ (≥ 2): D_α is
@@ -30,10 +30,9 @@ domain, so on wide domains the integral is inaccurate and ``CellCentred.discreti
 by PR #38, which derives log-spaced breakpoints from t_min and t_max; Opacus 1.6 vendors the fixed version).
 Its truncated ``cdf`` is also F(t)/m on [t_min, t_max) where the truncated law needs (F(t) − F(t_min))/m (as in
 Opacus's vendored copy). :class:`TruncatedPRV` fixes both locally (the mean by error-controlled adaptive
-cubature that avoids this PRV's atoms) and :class:`PRVAccountant` is ``prv_accountant.PRVAccountant`` using
-it; composition (``composers.Heterogeneous``),
-discretisation (``discretisers.CellCentred``), the domain rule (``compute_safe_domain_size``, Theorem 5.5 mesh)
-and the error bounds (``DiscretePrivacyRandomVariable.compute_epsilon``) are the package's own.
+cubature split at this PRV's support ends and kinks) and :class:`PRVAccountant` is
+``prv_accountant.PRVAccountant`` using it; composition (``composers.Heterogeneous``), discretisation
+(``discretisers.CellCentred``), the domain rule (``compute_safe_domain_size``, Theorem 5.5 mesh) and the error bounds (``DiscretePrivacyRandomVariable.compute_epsilon``) are the package's own.
 """
 
 from __future__ import annotations
@@ -110,6 +109,11 @@ class GGPrivacyRandomVariable(PrivacyRandomVariable):
         """Locations of point masses of Y: the two support ends at β = 1, none for β > 1."""
         return list(self.support()) if self.beta == 1.0 else []
 
+    def kinks(self) -> List[float]:
+        r"""Y at x = 0 and x = a (ℓ = ∓a^β/β), where ℓ is not smooth: atoms (β = 1), singular F'' (1 < β < 2)."""
+        ends = self.a ** self.beta / self.beta
+        return sorted((self._y_of_loss(-ends), self._y_of_loss(ends)))
+
     # -- exact laws ------------------------------------------------------------------------------
     def _loss_level(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(u, valid): u = log(1 + (e^s − 1)/q) with s = t (remove) or −t (add), where s > log(1 − q)."""
@@ -179,12 +183,14 @@ class TruncatedPRV(PrivacyRandomVariableTruncated):
     r"""Y conditioned on t_min < Y ≤ t_max, with prv-accountant 0.2.0's two defects fixed (module docstring).
 
     CDF G(t) = (F(t) − F(t_min))/m, m = F(t_max) − F(t_min); mean E = t_max − ∫_{t_min}^{t_max} G(t) dt by
-    scipy's adaptive, vectorised Gauss–Kronrod ``cubature`` (error-controlled; never evaluated at 0 or at the
-    PRV's atoms, where G jumps) in place of 0.2.0's fixed-breakpoint ``quad``.
+    scipy's adaptive, vectorised Gauss–Kronrod ``cubature`` (error-controlled, split at log-spaced points and at
+    the PRV's support ends and kinks, where G jumps or is not smooth) in place of 0.2.0's fixed-breakpoint ``quad``.
     """
 
-    #: absolute error allowed in ∫G (the discretiser needs |mean error| ≪ mesh/2 ≥ 1e-7)
-    MEAN_ATOL = 1e-12
+    #: absolute error allowed in ∫G (shared by its pieces; the round-off floor of F is ~1e-10). A mean error e
+    #: shifts each discretised step by e, the N-fold composition by N·e: ≤ 1e-3 (a tenth of the default
+    #: eps_error) for N ≤ 10^6 steps
+    MEAN_ATOL = 1e-9
 
     def __init__(self, prv: PrivacyRandomVariable, t_min: float, t_max: float) -> None:
         super().__init__(prv, t_min, t_max)
@@ -197,14 +203,28 @@ class TruncatedPRV(PrivacyRandomVariableTruncated):
         return np.where(t < self.t_min, 0.0, np.where(t < self.t_max, inside, 1.0))
 
     def mean(self) -> float:
-        r"""E[Y | t_min < Y ≤ t_max] = t_max − ∫ G; RuntimeError if the cubature does not converge."""
-        jumps = [0.0] + list(getattr(self.prv, "atoms", lambda: [])())
-        points = [np.array([z]) for z in jumps if self.t_min < z < self.t_max]
-        res = integrate.cubature(lambda x: self.cdf(x[:, 0])[:, None], [self.t_min], [self.t_max],
-                                 rtol=1e-13, atol=self.MEAN_ATOL, points=points)
-        if res.status != "converged":
-            raise RuntimeError(f"mean of the truncated PRV did not converge (error estimate {res.error})")
-        return float(self.t_max - res.estimate[0])
+        r"""E[Y | t_min < Y ≤ t_max] = t_max − ∫ G; RuntimeError if a piece's cubature does not converge.
+
+        The integral is a sum of pieces split at 0, at ±10^{k/4} (k/4 from −6 up to the decades of t_min, t_max: upstream PR #38's
+        idea) and at the PRV's support ends and kinks (atoms at β = 1): an adaptive rule whose nodes miss a narrow
+        feature (e.g. a law concentrated on [log(1−q), 0] inside [t_min, 0]) reports convergence to a wrong value.
+        """
+        hi_exp = math.ceil(math.log10(max(abs(self.t_min), abs(self.t_max), 1e-6)))
+        decades = np.logspace(-6, hi_exp, 4 * (hi_exp + 6) + 1)
+        support = getattr(self.prv, "support", lambda: (-math.inf, math.inf))()
+        kinks = getattr(self.prv, "kinks", lambda: [])()
+        cuts = np.unique(np.concatenate([[0.0], decades, -decades, support, kinks]))
+        edges = np.concatenate([[self.t_min], cuts[(cuts > self.t_min) & (cuts < self.t_max)], [self.t_max]])
+        atol = self.MEAN_ATOL / (edges.size - 1)
+        integral = 0.0
+        for left, right in zip(edges[:-1], edges[1:]):
+            res = integrate.cubature(lambda x: self.cdf(x[:, 0])[:, None], [left], [right], rtol=0.0, atol=atol,
+                                     max_subdivisions=1000)
+            if res.status != "converged":
+                raise RuntimeError(f"mean of the truncated PRV: no convergence on [{left}, {right}] "
+                                   f"(error estimate {res.error[0]:.3g} > {atol:.3g})")
+            integral += float(res.estimate[0])
+        return float(self.t_max - integral)
 
 
 class PRVAccountant(_UpstreamPRVAccountant):
