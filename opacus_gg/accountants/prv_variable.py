@@ -32,7 +32,8 @@ Its truncated ``cdf`` is also F(t)/m on [t_min, t_max) where the truncated law n
 Opacus's vendored copy). :class:`TruncatedPRV` fixes both locally (the mean by error-controlled adaptive
 cubature split at this PRV's support ends and kinks) and :class:`PRVAccountant` is
 ``prv_accountant.PRVAccountant`` using it; composition (``composers.Heterogeneous``), discretisation
-(``discretisers.CellCentred``), the domain rule (``compute_safe_domain_size``, Theorem 5.5 mesh) and the error bounds (``DiscretePrivacyRandomVariable.compute_epsilon``) are the package's own.
+(``discretisers.CellCentred``), the domain rule (``compute_safe_domain_size``, Theorem 5.5 mesh) and the error
+bounds (``DiscretePrivacyRandomVariable.compute_epsilon``) are the package's own.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class GGPrivacyRandomVariable(PrivacyRandomVariable):
         return list(self.support()) if self.beta == 1.0 else []
 
     def kinks(self) -> List[float]:
-        r"""Y at x = 0 and x = a (ℓ = ∓a^β/β), where ℓ is not smooth: atoms (β = 1), singular F'' (1 < β < 2)."""
+        r"""Y at x = 0 and x = a (ℓ = ∓a^β/β), where ℓ is not smooth: atoms (β = 1), F'' singular (β < 2)."""
         ends = self.a ** self.beta / self.beta
         return sorted((self._y_of_loss(-ends), self._y_of_loss(ends)))
 
@@ -205,9 +206,10 @@ class TruncatedPRV(PrivacyRandomVariableTruncated):
     def mean(self) -> float:
         r"""E[Y | t_min < Y ≤ t_max] = t_max − ∫ G; RuntimeError if a piece's cubature does not converge.
 
-        The integral is a sum of pieces split at 0, at ±10^{k/4} (k/4 from −6 up to the decades of t_min, t_max: upstream PR #38's
-        idea) and at the PRV's support ends and kinks (atoms at β = 1): an adaptive rule whose nodes miss a narrow
-        feature (e.g. a law concentrated on [log(1−q), 0] inside [t_min, 0]) reports convergence to a wrong value.
+        The integral is a sum of pieces split at 0, at ±10^{k/4} (k/4 from −6 up to the decades of t_min,
+        t_max: upstream PR #38's idea) and at the PRV's support ends and kinks (atoms at β = 1): an adaptive rule
+        whose nodes miss a narrow feature (e.g. a law concentrated on [log(1−q), 0] inside [t_min, 0]) reports
+        convergence to a wrong value.
         """
         hi_exp = math.ceil(math.log10(max(abs(self.t_min), abs(self.t_max), 1e-6)))
         decades = np.logspace(-6, hi_exp, 4 * (hi_exp + 6) + 1)
