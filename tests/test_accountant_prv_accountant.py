@@ -171,6 +171,21 @@ def test_truncated_mean_is_the_kl_divergence_without_subsampling(beta, kl):
     assert trunc.mean() == pytest.approx(kl(1 / sigma), rel=1e-9, abs=1e-12)
 
 
+def test_truncated_cdf_starts_at_zero_where_the_release_does_not():
+    # add direction, β = 2: Y is unbounded below, so F(t_min) > 0 on a narrow window
+    prv = GGPrivacyRandomVariable(0.5, 0.3, beta=2.0, direction="add")
+    t_min, t_max = -1.0, 0.3
+    f_min = float(prv.cdf(np.array([t_min]))[0])
+    assert f_min > 1e-3
+    ours = TruncatedPRV(prv, t_min, t_max)
+    released = prv_accountant.privacy_random_variables.PrivacyRandomVariableTruncated(prv, t_min, t_max)
+    t = np.linspace(t_min, t_max - 1e-9, 101)
+    expected = (prv.cdf(t) - f_min) / (prv.cdf(np.array([t_max]))[0] - f_min)
+    np.testing.assert_allclose(ours.cdf(t), expected, atol=1e-15)
+    assert ours.cdf(np.array([t_min]))[0] == 0.0 and ours.cdf(np.array([t_max]))[0] == 1.0
+    assert released.cdf(np.array([t_min]))[0] > 1e-3  # F(t_min)/m: the 0.2.0 defect
+
+
 @pytest.mark.parametrize("beta,sigma,q", [(1.5, 0.8, 0.2), (3.0, 1.0, 0.02), (1.2, 2.0, 0.001)])
 @pytest.mark.parametrize("direction", ["remove", "add"])
 def test_truncated_mean_matches_an_x_space_integral(direction, beta, sigma, q):
