@@ -136,6 +136,17 @@ def test_no_subsampling_directions_agree_by_symmetry():
         np.testing.assert_allclose(rem.cdf(t), add.cdf(t), atol=1e-12)
 
 
+def test_kinks_are_finite_for_huge_losses():
+    # β = 3, σ = 0.05: ℓ(a) = a³/3 ≈ 2667 (e^ℓ overflows); Y(a) = ℓ + log(q + (1 − q)e^{−ℓ})
+    q = 0.01
+    prv = GGPrivacyRandomVariable(0.05, q, beta=3.0)
+    lo, hi = prv.kinks()
+    assert hi == pytest.approx(20.0**3 / 3 + math.log(q), rel=1e-15)
+    assert lo == pytest.approx(math.log1p(-q), rel=1e-12)
+    add = GGPrivacyRandomVariable(0.05, q, beta=3.0, direction="add").kinks()
+    assert add == [-hi, -lo]
+
+
 def test_probability_uses_the_upper_tail_accurately():
     prv = GGPrivacyRandomVariable(0.5, 0.01, beta=1.5)
     a, b = np.array([8.0]), np.array([8.5])  # a mass (~1e-70) far below the float64 resolution of 1 − F

@@ -96,7 +96,10 @@ class GGPrivacyRandomVariable(PrivacyRandomVariable):
     def _y_of_loss(self, loss: float) -> float:
         """Y as a function of the non-subsampled loss ℓ: ±log(1 − q + q e^ℓ)."""
         q = self.sample_rate
-        y = math.log(q) + loss if q == 1.0 else math.log1p(q * math.expm1(loss))
+        if loss > 0:  # ℓ + log(q + (1 − q)e^{−ℓ}): no overflow for large ℓ
+            y = loss + math.log(q + (1.0 - q) * math.exp(-loss))
+        else:
+            y = math.log1p(q * math.expm1(loss))
         return y if self.direction == "remove" else -y
 
     def support(self) -> Tuple[float, float]:
