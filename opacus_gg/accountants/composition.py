@@ -66,10 +66,8 @@ class Segment:
         return (self.noise_multiplier, self.beta, self.dim, self.clip_norm_p)
 
 
-@functools.lru_cache(maxsize=64)
-def shape_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[Tuple[int, int], object], ...]:
-    """(((k₀, k₁), pair), ...): pairs dominating every equal spread k = 1 … d (spreads.spread_pairs, cached)."""
-    return spread_pairs(noise_multiplier, beta, dim, clip_norm_p)
+#: (((k₀, k₁), pair), ...) dominating every equal spread k = 1 … d (lru-cached: ``shape_pairs.cache_clear()``)
+shape_pairs = spread_pairs
 
 
 def _direction_args(q: float, t: np.ndarray, direction: str):
