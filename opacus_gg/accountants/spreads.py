@@ -39,7 +39,7 @@ __all__ = ["SpreadCover", "spread_cover", "spread_pairs", "spread_shift", "inter
 
 #: relative tolerance of a kept interval bound: H_bound ≤ (1 + TAU)·E + ETA on the α grid
 TAU = 0.01
-#: absolute tolerance (hockey-stick values below it do not matter: δ ≥ 1e-12 is never targeted per step)
+#: absolute tolerance of the acceptance test (ignores tail values where relative comparison is meaningless)
 ETA = 1e-12
 #: at most this many pairs (intervals); past it the coarser, still rigorous, bounds are kept
 MAX_PAIRS = 128
