@@ -40,10 +40,10 @@ __all__ = ["SpreadCover", "spread_cover", "spread_pairs", "spread_shift", "inter
 
 #: relative tolerance of a kept interval bound: H_bound ≤ (1 + TAU)·E + ETA on the α grid
 TAU = 0.01
-#: absolute tolerance (hockey-stick values below it do not matter: δ ≥ 1e-12 is never targeted per step)
+#: absolute tolerance of the acceptance test (ignores tail values where relative comparison is meaningless)
 ETA = 1e-12
 #: at most this many pairs (intervals); past it the coarser, still rigorous, bounds are kept
-MAX_PAIRS = 64
+MAX_PAIRS = 128
 #: loss-grid points of the discrete k > 1 pairs (formerly composition.SHAPE_GRID_POINTS)
 GRID_POINTS = 1 << 13
 #: log α where the acceptance test looks: α < 1 and α > 1, dense near α = 1 (what δ_rem / δ_add need)
@@ -117,12 +117,12 @@ def interval_bound_pair(noise_multiplier: float, beta: float, k0: int, k1: int, 
 
 
 def _cheap_upper(k0: int, k1: int) -> int:
-    r"""k₁′ ∈ [k₁, k₁ + (k₁ − k₀)/8] with few binary digits (fewer products in the power chain).
+    r"""k₁′ ∈ [k₁, k₁ + (k₁ − k₀)/64] with few binary digits (fewer products in the power chain).
 
     B[k₀, k₁′] dominates B[k₀, k₁] (Lemma C: more shifted coordinates), so it is an equally valid bound;
     rounding k₁ up to a multiple of the largest power of two that stays within the slack.
     """
-    slack = (k1 - k0) // 8
+    slack = (k1 - k0) // 64
     for s in range(k1.bit_length(), -1, -1):
         up = -(-k1 // (1 << s)) << s
         if up <= k1 + slack:
@@ -215,8 +215,10 @@ def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: fl
     capped = False
     while True:
         env = np.max(np.stack(list(exact.values())), axis=0)
-        bad = sorted(((excess(iv, env), iv) for iv in leaves), reverse=True)
-        bad = [iv for e, iv in bad if e > tau]
+        # failing leaves, largest absolute excess max(H_B − (1 + τ)E − η) first (what the cap keeps coarse
+        # then matters least for δ)
+        bad = [(float(np.max(bounds[iv][1] - (1.0 + tau) * env - eta)), iv) for iv in leaves if excess(iv, env) > tau]
+        bad = [iv for _, iv in sorted(bad, reverse=True)]
         if not bad:
             break
         room = max_pairs - len(leaves)
