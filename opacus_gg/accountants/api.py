@@ -39,6 +39,26 @@ def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float
     return eps_error, delta_error
 
 
+#: relative mesh: the grid spacing is refined to at most RELATIVE_MESH · max(ε, EPSILON_FLOOR)
+RELATIVE_MESH = 0.004
+#: ε below which the mesh is no longer refined (tightness to 0.5 % is targeted for ε ≥ 0.05)
+EPSILON_FLOOR = 0.05
+
+
+def _compose_tight(segs, delta: float, direction: str, eps_error: float, delta_error: float):
+    r"""compose_history on Opacus's mesh, refined once to mesh ≤ RELATIVE_MESH · max(ε, EPSILON_FLOOR).
+
+    Every grid gives a certified upper bound; the refinement only makes it tighter. For one step the excess
+    over the exact ε is at most one mesh (the connect-the-dots δ equals the exact δ at the grid point above
+    ε); for T steps it was measured ≤ 0.2 % against dp-accounting (tests/test_accountant_tight.py).
+    """
+    res = compose_history(segs, delta, direction, eps_error=eps_error, delta_error=delta_error)
+    target = RELATIVE_MESH * max(res.epsilon_upper, EPSILON_FLOOR)
+    if math.isfinite(res.epsilon_upper) and res.mesh > target:
+        res = compose_history(segs, delta, direction, eps_error=eps_error, delta_error=delta_error, mesh=target)
+    return res
+
+
 def compute_epsilon_history(
     history: Sequence[Sequence],
     delta: float,
@@ -70,7 +90,7 @@ def compute_epsilon_history(
         return _noiseless_report(segs, delta)
     for s in segs:
         warn_if_dimension_dependent(s.beta, s.dim, s.clip_norm_p)
-    results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
+    results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     worst = max(results, key=lambda r: r.epsilon_upper)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     scores = worst.shape_scores

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.prv import Domain
@@ -108,11 +108,12 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
 
 
 def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
-                min_half_width: float = 0.0) -> Domain:
-    """Aligned grid of half-width max(:func:`domain_size`, ``min_half_width``) and mesh :func:`mesh_for`."""
+                min_half_width: float = 0.0, mesh: Optional[float] = None) -> Domain:
+    """Aligned grid of half-width max(:func:`domain_size`, ``min_half_width``) and mesh
+    min(:func:`mesh_for`, ``mesh``)."""
     total = sum(s.steps for s in segs)
     L = max(domain_size(segs, direction, delta_error, eps_error), min_half_width)
-    mesh = mesh_for(eps_error, total, delta_error)
+    mesh = mesh_for(eps_error, total, delta_error) if mesh is None else min(mesh, mesh_for(eps_error, total, delta_error))
     if 2 * L / mesh > MAX_DOMAIN_POINTS:
         raise ValueError(
             f"the PRV grid would need {2 * L / mesh:.3g} points (> {MAX_DOMAIN_POINTS:.0e}) for eps_error="
