@@ -6,8 +6,9 @@ A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, d
     ε = max_{direction ∈ {remove, add}} ε_upper(direction),
 
 where each direction composes, step by step, the upper envelope over the worst-case shift shapes
-(see :mod:`.composition`, :mod:`.shapes`); it is an upper bound on the true ε up to the stated
-numerical slack (ε_error, δ_error), never an estimate.
+(see :mod:`.composition`, :mod:`.shapes`): the exact ε of a dominating discretization at
+δ − (mass at +∞) − δ_error, an upper bound on the true ε (no ε_error added), never an estimate.
+A history entry with noise_multiplier = 0 gives ε = ∞ (with a UserWarning).
 """
 
 from __future__ import annotations
