@@ -18,8 +18,8 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ..validation import validate_delta
-from .composition import compose_delta, compose_history
-from .history import normalize_history
+from .composition import CompositionResult, compose_delta, compose_history
+from .history import Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import NOT_CERTIFIED_REASON, is_certified, warn_if_dimension_dependent
 
@@ -46,7 +46,8 @@ RELATIVE_MESH = 0.004
 EPSILON_FLOOR = 0.05
 
 
-def _compose_tight(segs, delta: float, direction: str, eps_error: float, delta_error: float):
+def _compose_tight(segs: Sequence[Segment], delta: float, direction: str, eps_error: float,
+                   delta_error: float) -> CompositionResult:
     r"""compose_history on Opacus's mesh, refined once to mesh ≤ RELATIVE_MESH · max(ε, EPSILON_FLOOR).
 
     Every grid gives a certified upper bound; the refinement only makes it tighter. For one step the excess
@@ -123,7 +124,7 @@ def compute_epsilon_history(
     )
 
 
-def _noiseless_report(segs, delta: float) -> EpsilonReport:
+def _noiseless_report(segs: Sequence[Segment], delta: float) -> EpsilonReport:
     r"""ε = ∞ for a history with a σ = 0 segment (with a UserWarning saying why), as Opacus reports σ = 0.
 
     ∞ is always a valid bound. It is also the exact ε(δ) whenever δ < 1 − (1 − q)^{T_0} (T_0 noiseless steps
