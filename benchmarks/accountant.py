@@ -1,5 +1,8 @@
 """Benchmark of the certified GG accountant (``python benchmarks/accountant.py``).
 
+First the issue-9 speed targets as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians of
+``--runs`` cold runs): repeated get_epsilon during training, a 20-segment history, a cold call; and a σ solve.
+
 Measures, on this machine: get_epsilon for 10^5 steps with d = 10^6 (β = 2 and β = 1.5), a σ solve, and
 time / peak memory against Opacus's own PRV accountant at β = 2 in the same run (printed as ratios).
 Memory is the peak of Python allocations (tracemalloc; numpy arrays are included), from a separate cold run:
@@ -9,6 +12,7 @@ times are taken without tracemalloc (its time is printed as "traced").
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 import tracemalloc
 import warnings
@@ -45,6 +49,79 @@ def _measure(fn):
     return out, dt, peak / 2**20, dt_traced
 
 
+def _median_time(fn, runs: int) -> float:
+    """Median wall time of ``runs`` cold runs (caches cleared before each)."""
+    times = []
+    for _ in range(runs):
+        _clear()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _training(make, history_of, every: int, total: int) -> None:
+    """get_epsilon every ``every`` steps up to ``total`` steps, as a training script printing ε does."""
+    acc = make()
+    for steps in range(every, total + 1, every):
+        acc.history = history_of(steps)
+        acc.get_epsilon(DELTA)
+
+
+def _segments(n: int, steps: int):
+    """n segments of ``steps`` steps with a noise schedule σ_i = 0.8 + 0.05 i (all distinct)."""
+    return [(0.8 + 0.05 * i, 0.01, steps) for i in range(n)]
+
+
+DELTA = 1e-5
+
+
+def targets(runs: int, dim: int) -> None:
+    """The issue-9 speed targets, as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians)."""
+    beta, q = 1.5, 0.01
+    rows = []
+    # 1. repeated get_epsilon during training: every 100 steps up to 10^4
+    t_o = _median_time(lambda: _training(PRVAccountant, lambda T: [(1.0, q, T)], 100, 10_000), runs)
+    t_g = _median_time(lambda: _training(lambda: GGPRVAccountant(beta=beta, dim=dim),
+                                         lambda T: [(1.0, q, T, beta, dim, None)], 100, 10_000), runs)
+    rows.append(("get_epsilon every 100 steps to 10^4", t_g, t_o, 1.5))
+    # 2. a 20-segment history (noise schedule), 500 steps each
+    hist = _segments(20, 500)
+
+    def opacus_hist():
+        acc = PRVAccountant()
+        acc.history = list(hist)
+        acc.get_epsilon(DELTA)
+
+    def gg_hist():
+        acc = GGPRVAccountant(beta=beta, dim=dim)
+        acc.history = [h + (beta, dim, None) for h in hist]
+        acc.get_epsilon(DELTA)
+
+    rows.append(("20-segment history", _median_time(gg_hist, runs), _median_time(opacus_hist, runs), 2.0))
+    # 3. a cold call, 10^4 steps
+
+    def opacus_cold():
+        acc = PRVAccountant()
+        acc.history = [(1.0, q, 10_000)]
+        acc.get_epsilon(DELTA)
+
+    def gg_cold():
+        acc = GGPRVAccountant(beta=beta, dim=dim)
+        acc.history = [(1.0, q, 10_000, beta, dim, None)]
+        acc.get_epsilon(DELTA)
+
+    rows.append(("cold call, 10^4 steps", _median_time(gg_cold, runs), _median_time(opacus_cold, runs), 3.0))
+    print(f"Targets (beta={beta}, d={dim}, q={q}, delta={DELTA}; Opacus PRVAccountant at beta=2; medians of {runs}):")
+    for name, tg, to, limit in rows:
+        print(f"  {name:40s} gg_prv {tg:7.2f}s  opacus {to:7.2f}s  ratio {tg / to:5.2f}x  (target <= {limit}x)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        t_s = _median_time(lambda: get_noise_multiplier(target_epsilon=3.0, target_delta=DELTA, sample_rate=q,
+                                                        steps=10_000, beta=beta, dim=dim), runs)
+    print(f"  {'sigma solve (target eps 3, 10^4 steps)':40s} gg_prv {t_s:7.2f}s  (target < 30 s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=100_000)
@@ -52,7 +129,12 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--sample-rate", type=float, default=0.001)
     ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--runs", type=int, default=3, help="runs per target (the median is printed)")
+    ap.add_argument("--targets-only", action="store_true", help="only the issue-9 speed targets")
     args = ap.parse_args()
+    targets(args.runs, args.dim)
+    if args.targets_only:
+        return
     T, d, s, q, delta = args.steps, args.dim, args.sigma, args.sample_rate, args.delta
 
     opa = PRVAccountant()

@@ -24,12 +24,18 @@ def _opacus_eps(history, delta):
     return acc.get_epsilon(delta)
 
 
+def _close_below_opacus(ours, ref, eps_error=0.01):
+    """Opacus prints estimate + eps_error; ours (dominating discretization, no eps_error added) is at most
+    Opacus's upper bound and at least its estimate minus 0.2 %."""
+    return (ref - eps_error) * 0.998 <= ours <= ref + 1e-9
+
+
 @pytest.mark.parametrize("sigma,q,steps,delta", SETTINGS)
 def test_beta2_matches_opacus_prv(sigma, q, steps, delta):
     ours = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=2.0)
     ref = _opacus_eps([(sigma, q, steps)], delta)
     assert ours.certified and ours.mode == "certified"
-    assert abs(ours.epsilon / ref - 1) < 0.005, (ours.epsilon, ref)
+    assert _close_below_opacus(ours.epsilon, ref), (ours.epsilon, ref)
     # Opacus uses the remove pair; the add pair is smaller for the Gaussian
     assert ours.direction == "remove"
     assert ours.details["epsilon_by_direction"]["add"] < ours.epsilon
@@ -44,14 +50,14 @@ def test_beta2_is_dimension_free_with_l2_clipping():
     c = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=500, delta=1e-5, beta=2.0, dim=4,
                         clip_norm_p=math.inf)
     ref = _opacus_eps([(0.5, 0.01, 500)], 1e-5)
-    assert abs(c.epsilon / ref - 1) < 0.005
+    assert _close_below_opacus(c.epsilon, ref), (c.epsilon, ref)
 
 
 def test_heterogeneous_history_matches_opacus():
     hist = [(1.2, 0.01, 300), (0.9, 0.02, 200), (1.2, 0.01, 100), (3.0, 0.05, 50)]
     ours = compute_epsilon_history([h + (2.0, 1, None) for h in hist], 1e-5)
     ref = _opacus_eps(hist, 1e-5)
-    assert abs(ours.epsilon / ref - 1) < 0.005, (ours.epsilon, ref)
+    assert _close_below_opacus(ours.epsilon, ref), (ours.epsilon, ref)
 
 
 def test_registry_and_accountant_steps_match_function():
@@ -69,7 +75,7 @@ def test_registry_and_accountant_steps_match_function():
     assert len(acc) == len(rdp) == len(acc.history) == 2
     assert sum(e[2] for e in acc.history) == 300
     ref = _opacus_eps([(1.0, 0.02, 200), (1.5, 0.02, 100)], 1e-5)
-    assert abs(acc.get_epsilon(1e-5) / ref - 1) < 0.005
+    assert _close_below_opacus(acc.get_epsilon(1e-5), ref)
 
 
 def test_state_dict_round_trip():

@@ -6,8 +6,9 @@ A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, d
     ε = max_{direction ∈ {remove, add}} ε_upper(direction),
 
 where each direction composes, step by step, the upper envelope over the worst-case shift shapes
-(see :mod:`.composition`, :mod:`.shapes`); it is an upper bound on the true ε up to the stated
-numerical slack (ε_error, δ_error), never an estimate.
+(see :mod:`.composition`, :mod:`.shapes`): the exact ε of a dominating discretization at
+δ − (mass at +∞) − δ_error, an upper bound on the true ε (no ε_error added), never an estimate.
+A history entry with noise_multiplier = 0 gives ε = ∞ (with a UserWarning).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Optional, Sequence, Tuple
 
 from ..validation import validate_delta
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
-from .composition import compose_delta, compose_history
-from .history import normalize_history
+from .composition import CompositionResult, compose_delta, compose_history
+from .history import Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import is_certified
 
@@ -38,6 +39,27 @@ def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float
     if not (0 < delta_error < delta):
         raise ValueError(f"delta_error must be in (0, delta={delta}), got {delta_error!r}")
     return eps_error, delta_error
+
+
+#: relative mesh: the grid spacing is refined to at most RELATIVE_MESH · max(ε, EPSILON_FLOOR)
+RELATIVE_MESH = 0.004
+#: ε below which the mesh is no longer refined (tightness to 0.5 % is targeted for ε ≥ 0.05)
+EPSILON_FLOOR = 0.05
+
+
+def _compose_tight(segs: Sequence[Segment], delta: float, direction: str, eps_error: float,
+                   delta_error: float) -> CompositionResult:
+    r"""compose_history on Opacus's mesh, refined once to mesh ≤ RELATIVE_MESH · max(ε, EPSILON_FLOOR).
+
+    Every grid gives a certified upper bound; the refinement only makes it tighter. For one step the excess
+    over the exact ε is at most one mesh (the connect-the-dots δ equals the exact δ at the grid point above
+    ε); for T steps it was measured ≤ 0.2 % against dp-accounting (tests/test_accountant_tight.py).
+    """
+    res = compose_history(segs, delta, direction, eps_error=eps_error, delta_error=delta_error)
+    target = RELATIVE_MESH * max(res.epsilon_upper, EPSILON_FLOOR)
+    if math.isfinite(res.epsilon_upper) and res.mesh > target:
+        res = compose_history(segs, delta, direction, eps_error=eps_error, delta_error=delta_error, mesh=target)
+    return res
 
 
 def compute_epsilon_history(
@@ -69,7 +91,7 @@ def compute_epsilon_history(
                              details={"empty_history": True})
     if any(s.noiseless for s in segs):
         return _noiseless_report(segs, delta)
-    results = [compose_history(segs, delta, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")]
+    results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     worst = max(results, key=lambda r: r.epsilon_upper)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     scores = worst.shape_scores
@@ -106,7 +128,7 @@ def compute_epsilon_history(
     return report
 
 
-def _noiseless_report(segs, delta: float) -> EpsilonReport:
+def _noiseless_report(segs: Sequence[Segment], delta: float) -> EpsilonReport:
     r"""ε = ∞ for a history with a σ = 0 segment (with a UserWarning saying why), as Opacus reports σ = 0.
 
     ∞ is always a valid bound. It is also the exact ε(δ) whenever δ < 1 − (1 − q)^{T_0} (T_0 noiseless steps

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.prv import Domain
@@ -67,6 +67,34 @@ def mesh_for(eps_error: float, total_steps: int, delta_error: float) -> float:
     return eps_error / math.sqrt(total_steps * math.log(12.0 / delta_error) / 2.0)
 
 
+#: λ values of the Chernoff bound in :func:`domain_size`
+_LAMBDAS = np.concatenate([np.geomspace(1e-3, 1.0, 25), np.geomspace(1.0, 2000.0, 40)[1:]])
+
+
+def _step_key(seg: Segment) -> Tuple:
+    """Hashable key of one step of ``seg`` (its steps set to 1)."""
+    return (seg.noise_multiplier, seg.sample_rate, 1, seg.beta, seg.dim, seg.clip_norm_p)
+
+
+def _log_mgf(seg, direction: str, L0: float) -> Tuple[np.ndarray, float]:
+    r"""(K(λ) = log Σ_j ω_j e^{λ t_j} at each λ of _LAMBDAS, ρ) of one step's dominating discretization on
+    40001 points of [−L0, L0] (ρ: its mass at +∞)."""
+    t = np.linspace(-L0, L0, 40001)
+    dl, rr, _, _ = one_step_delta(seg, t, direction)
+    pmf, rho = ctd_pmf(t, dl, rr)
+    nz = pmf > 0  # zero masses contribute nothing to the MGF
+    lp, tz = np.log(pmf[nz]), t[nz]
+    return logsumexp(lp[None, :] + _LAMBDAS[:, None] * tz[None, :], axis=1), rho
+
+
+@functools.lru_cache(maxsize=256)
+def _step_log_mgf(seg_key: Tuple, direction: str, L0: float) -> Tuple[np.ndarray, float]:
+    """Cached :func:`_log_mgf` of one step of the segment ``seg_key``."""
+    out = _log_mgf(Segment(*seg_key), direction, L0)
+    out[0].setflags(write=False)
+    return out
+
+
 def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float) -> float:
     r"""Half-width L of the grid: composed tails beyond ±L have mass ≤ δ_error/8 each.
 
@@ -77,21 +105,19 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
     (1 − e^{ε−t})_+ = 0.
     """
     L0 = 32.0
-    lams = np.concatenate([np.geomspace(1e-3, 1.0, 25), np.geomspace(1.0, 2000.0, 40)[1:]])
     log_target = math.log(delta_error / 8.0)
     prev_rho = math.inf
     while True:
-        t = np.linspace(-L0, L0, 40001)
-        logk = np.zeros_like(lams)
+        logk = np.zeros_like(_LAMBDAS)
         rho_tot = 0.0
         for seg in segs:
-            dl, rr, _, _ = one_step_delta(seg, t, direction)
-            pmf, rho = ctd_pmf(t, dl, rr)
+            if isinstance(seg, Segment):  # one step's (K(λ), ρ) is cached: growing histories reuse it
+                k_s, rho = _step_log_mgf(_step_key(seg), direction, L0)
+            else:
+                k_s, rho = _log_mgf(seg, direction, L0)
             rho_tot += seg.steps * rho
-            nz = pmf > 0  # zero masses contribute nothing to the MGF
-            lp, tz = np.log(pmf[nz]), t[nz]
-            logk += seg.steps * logsumexp(lp[None, :] + lams[:, None] * tz[None, :], axis=1)
-        L = float(np.min((logk - log_target) / lams))
+            logk += seg.steps * k_s
+        L = float(np.min((logk - log_target) / _LAMBDAS))
         # ρ (mass at +∞) is added to δ exactly; widening only helps while it still shrinks ρ
         if L <= 0.9 * L0 and (rho_tot <= delta_error / 16.0 or rho_tot >= 0.5 * prev_rho):
             break
@@ -108,11 +134,16 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
 
 
 def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
-                min_half_width: float = 0.0) -> Domain:
-    """Aligned grid of half-width max(:func:`domain_size`, ``min_half_width``) and mesh :func:`mesh_for`."""
+                min_half_width: float = 0.0, mesh: Optional[float] = None) -> Domain:
+    """Aligned grid of half-width ≥ max(:func:`domain_size`, ``min_half_width``) and mesh ≤
+    min(:func:`mesh_for`, ``mesh``), both quantized (powers of 2^(1/8) and 2^(1/4))."""
     total = sum(s.steps for s in segs)
     L = max(domain_size(segs, direction, delta_error, eps_error), min_half_width)
-    mesh = mesh_for(eps_error, total, delta_error)
+    mesh = mesh_for(eps_error, total, delta_error) if mesh is None else min(mesh, mesh_for(eps_error, total, delta_error))
+    # quantized so that growing histories land on the same grids (and reuse step_dprv): the mesh rounded
+    # down to a power of 2^(1/4), L rounded up to a power of 2^(1/8) (a finer, wider grid: still valid)
+    mesh = 2.0 ** (math.floor(4.0 * math.log2(mesh)) / 4.0)
+    L = 2.0 ** (math.ceil(8.0 * math.log2(L)) / 8.0)
     if 2 * L / mesh > MAX_DOMAIN_POINTS:
         raise ValueError(
             f"the PRV grid would need {2 * L / mesh:.3g} points (> {MAX_DOMAIN_POINTS:.0e}) for eps_error="
@@ -121,7 +152,8 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
     return Domain.create_aligned(-L, L, mesh)
 
 
-@functools.lru_cache(maxsize=4)
+#: 2 directions × 24 segments (each pmf is one grid: ~10 MB at 10^4 steps)
+@functools.lru_cache(maxsize=48)
 def step_dprv(seg_key: Tuple, direction: str, t_min: float, t_max: float, size: int) -> Tuple[np.ndarray, float, Tuple]:
     """Cached per-segment discrete PRV on a domain: (pmf, mass at +∞, (ks, scores))."""
     seg = Segment(*seg_key)

@@ -82,7 +82,8 @@ def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] 
     return Segment(float(sigma), float(q), steps, float(beta), dim, float(p))
 
 
-def normalize_history(history: Sequence[Sequence], defaults=DEFAULTS) -> List[Segment]:
+def normalize_history(history: Sequence[Sequence],
+                      defaults: Tuple[float, int, Optional[float]] = DEFAULTS) -> List[Segment]:
     """Validate entries and merge consecutive identical segments."""
     segs: List[Segment] = []
     for entry in history:

@@ -243,5 +243,5 @@ def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: fl
 
 @functools.lru_cache(maxsize=64)
 def spread_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> Tuple[Tuple[Tuple[int, int], object], ...]:
-    """((k₀, k₁), pair), ...: drop-in for composition.shape_pairs, covering every equal spread k = 1 … d."""
+    """((k₀, k₁), pair), ...: the shape set of the one-step profile (profile.pairs_of), covering every equal spread k = 1 … d."""
     return spread_cover(noise_multiplier, beta, dim, clip_norm_p).pairs
