@@ -96,16 +96,20 @@ def _step_log_mgf(seg_key: Tuple, direction: str, L0: float) -> Tuple[np.ndarray
 
 
 def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float) -> float:
-    r"""Half-width L of the grid: composed tails beyond ±L have mass ≤ δ_error/8 each.
+    r"""Half-width L of the grid: the composition loses at most δ_error/8 of δ beyond ±L, in all.
 
-    Right tail: Chernoff, P(ΣY ≥ L) ≤ Σ_s T_s ρ_s + exp(Σ_s T_s K_s(λ) − λL), with K_s the log-MGF of a
-    coarse dominating discretization (its Rényi divergences upper-bound the true ones) and ρ_s its
-    mass at +∞. The left tail needs no bound: in the circular (FFT) composition, mass below −L wraps to
-    large losses, which can only increase δ, and mass dropped by the linear convolutions sits where
-    (1 − e^{ε−t})_+ = 0.
+    Right tail: Chernoff, P(S ≥ L) ≤ Σ_s T_s ρ_s + exp(Σ_s T_s K_s(λ) − λL) for the total S = ΣY, with K_s
+    the log-MGF of a coarse dominating discretization (its Rényi divergences upper-bound the true ones)
+    and ρ_s its mass at +∞. K_s(λ) = log E_P[e^{λY}] ≥ 0 for λ ≥ 0 (Jensen, E_P[e^{−Y}] = 1), so the same
+    bound holds for every partial sum over a subset of the steps. Where δ can be lost: each segment's FFT
+    self-composition wraps its mass above L to low losses, each linear convolution of
+    ``compose_heterogeneous``'s tree drops the mass of its result above L, and drops the mass below −L,
+    which matters only where the other operand is above L (else (1 − e^{ε−t})_+ = 0 there). With S
+    segments that is at most 3S partial sums above L, so each is bounded by δ_error/(8·3S). (Mass below
+    −L in the FFT wraps to large losses, which only increases δ.)
     """
     L0 = 32.0
-    log_target = math.log(delta_error / 8.0)
+    log_target = math.log(delta_error / (8.0 * 3 * max(len(segs), 1)))
     prev_rho = math.inf
     while True:
         logk = np.zeros_like(_LAMBDAS)
