@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from scipy import special
 
+from ._threads import one_thread
+
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
 
@@ -195,6 +197,11 @@ def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> 
     """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above."""
     device = torch.device(device)
     accel = uses_accelerator_path(device)
+    with contextlib.nullcontext() if device.type != "cpu" else one_thread():
+        return _sample(n, beta, scale, generator, device, work_dtype, accel)
+
+
+def _sample(n: int, beta: float, scale: float, generator, device, work_dtype, accel: bool) -> torch.Tensor:
     width, thr = _tensors(beta, scale, device, work_dtype)
     int_dtype, shift, one_bits, _, _, hi = _bits(work_dtype, accel)
     out = torch.empty(n, device=device, dtype=work_dtype)

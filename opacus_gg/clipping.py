@@ -20,6 +20,8 @@ from typing import Iterator, List, Sequence, Union
 
 import torch
 
+from ._threads import one_thread
+
 __all__ = ["per_sample_norms", "per_layer_norms", "clip_factors", "total_sensitivity", "check_finite"]
 
 
@@ -107,7 +109,8 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     f's dtype: each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
     entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
-    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary).
+    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary), on one
+    thread (see ``_threads.one_thread``).
     Accelerators (or inside :func:`accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
@@ -127,9 +130,10 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
             cap = min(rows, B)
             buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
             tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
-            for i in range(0, B, rows):
-                k = min(rows, B - i)
-                _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
+            with one_thread():
+                for i in range(0, B, rows):
+                    k = min(rows, B - i)
+                    _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
             total += partial.double().sum(-1)
     if n > m * _BLOCK:
         rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double()
