@@ -13,9 +13,10 @@ a fresh float64 uniform y (failures are redrawn from scratch), the tail x > r by
 proposal shifted to r, accepted with probability exp(-(x^β/β - r^β/β - r^{β-1}(x - r))) ≤ 1 (tangent
 bound; h(x) = x^β/β is convex for β ≥ 1).
 
-Two execution paths give the same distribution: on CPU the bulk runs in cache-sized chunks and the
-rejected positions are found word by word (8 mask bytes per int64); on accelerators it is one pass
-over the whole buffer, with the random range given explicitly to ``random_``. The accelerator path can
+Two execution paths give the same distribution: on CPU the bulk runs in cache-sized chunks (random
+words drawn per chunk, on one intra-op thread) and the rejected positions are found word by word
+(8 mask bytes per int64); on accelerators it is one pass over the whole buffer, with the random range
+given explicitly to ``random_``. The accelerator path can
 be forced on CPU with :func:`accelerator_path` (an internal switch for the tests).
 """
 
