@@ -14,7 +14,7 @@ def one_thread() -> Iterator[None]:
 
     A Python loop of small ops (the Ziggurat's chunks, the chunked |x|^p pass) opens one OpenMP
     parallel region per op; on a loaded machine each region waits at its barrier for a descheduled
-    thread (measured on 2 busy cores: 6–60× slower than one thread), so such loops run serially."""
+    thread (measured on 2 busy cores: up to 60× slower than one thread), so such loops run serially."""
     n = torch.get_num_threads()
     if n > 1:
         torch.set_num_threads(1)

@@ -40,8 +40,24 @@ def check_finite(norms: torch.Tensor, what: str = "per-sample gradient") -> None
 
 
 def per_layer_norms(grads: Sequence[torch.Tensor], p: float) -> List[torch.Tensor]:
-    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (rounded up)."""
-    return [per_sample_norms([g], p) for g in grads]
+    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (rounded up as in
+    :func:`per_sample_norms`), with one host synchronisation for all tensors on the fast path."""
+    if len(grads) == 0:
+        raise ValueError("grads must contain at least one tensor")
+    if math.isinf(p) or len(grads[0]) == 0:
+        return [per_sample_norms([g], p) for g in grads]
+    device = grads[0].device
+    sums = [_sum_pow(_flat(g), p).to(device) for g in grads]
+    floors = [2.0 * _flat(g).shape[1] * torch.finfo(_float_dtype(g)).tiny for g in grads]
+    ok = torch.stack([(s >= f * 1e6) & (s <= _F64_MAX) for s, f in zip(sums, floors)]).all(dim=1).tolist()
+    return [
+        (s + f).mul_(1.0 + _rel_error_bound(_float_dtype(g), p)).pow_(1.0 / p) if good else per_sample_norms([g], p)
+        for g, s, f, good in zip(grads, sums, floors, ok)
+    ]
+
+
+def _float_dtype(g: torch.Tensor) -> torch.dtype:
+    return g.dtype if g.is_floating_point() else torch.float32
 
 
 def _max_abs(g: torch.Tensor) -> torch.Tensor:
@@ -172,7 +188,7 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     B = len(grads[0])
     if B == 0:
         return torch.zeros((0,), device=device, dtype=torch.float64)
-    dtype = grads[0].dtype if grads[0].is_floating_point() else torch.float32
+    dtype = _float_dtype(grads[0])
     fi = torch.finfo(dtype)
     n = sum(_flat(g).shape[1] for g in grads)
     inflate = 1.0 + _rel_error_bound(dtype, p)
