@@ -13,9 +13,10 @@ a fresh float64 uniform y (failures are redrawn from scratch), the tail x > r by
 proposal shifted to r, accepted with probability exp(-(x^β/β - r^β/β - r^{β-1}(x - r))) ≤ 1 (tangent
 bound; h(x) = x^β/β is convex for β ≥ 1).
 
-Two execution paths give the same distribution: on CPU the bulk runs in cache-sized chunks and the
-rejected positions are found word by word (8 mask bytes per int64); on accelerators it is one pass
-over the whole buffer, with the random range given explicitly to ``random_``. The accelerator path can
+Two execution paths give the same distribution: on CPU the bulk runs in cache-sized chunks (random
+words drawn per chunk, on one intra-op thread) and the rejected positions are found word by word
+(8 mask bytes per int64); on accelerators it is one pass over the whole buffer, with the random range
+given explicitly to ``random_``. The accelerator path can
 be forced on CPU with :func:`accelerator_path` (an internal switch for the tests).
 """
 
@@ -28,6 +29,8 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 import torch
 from scipy import special
+
+from ._threads import one_thread
 
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
@@ -195,6 +198,11 @@ def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> 
     """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above."""
     device = torch.device(device)
     accel = uses_accelerator_path(device)
+    with contextlib.nullcontext() if device.type != "cpu" else one_thread():
+        return _sample(n, beta, scale, generator, device, work_dtype, accel)
+
+
+def _sample(n: int, beta: float, scale: float, generator, device, work_dtype, accel: bool) -> torch.Tensor:
     width, thr = _tensors(beta, scale, device, work_dtype)
     int_dtype, shift, one_bits, _, _, hi = _bits(work_dtype, accel)
     out = torch.empty(n, device=device, dtype=work_dtype)

@@ -20,6 +20,8 @@ from typing import Iterator, List, Sequence, Union
 
 import torch
 
+from ._threads import one_thread
+
 __all__ = ["per_sample_norms", "per_layer_norms", "clip_factors", "total_sensitivity", "check_finite"]
 
 
@@ -38,8 +40,24 @@ def check_finite(norms: torch.Tensor, what: str = "per-sample gradient") -> None
 
 
 def per_layer_norms(grads: Sequence[torch.Tensor], p: float) -> List[torch.Tensor]:
-    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (rounded up)."""
-    return [per_sample_norms([g], p) for g in grads]
+    r"""ℓp norm of each per-sample gradient of each tensor: [‖g_{i,l}‖_p]_i for every l (rounded up as in
+    :func:`per_sample_norms`), with one host synchronisation for all tensors on the fast path."""
+    if len(grads) == 0:
+        raise ValueError("grads must contain at least one tensor")
+    if math.isinf(p) or len(grads[0]) == 0:
+        return [per_sample_norms([g], p) for g in grads]
+    device = grads[0].device
+    sums = [_sum_pow(_flat(g), p).to(device) for g in grads]
+    floors = [2.0 * _flat(g).shape[1] * torch.finfo(_float_dtype(g)).tiny for g in grads]
+    ok = torch.stack([(s >= f * 1e6) & (s <= _F64_MAX) for s, f in zip(sums, floors)]).all(dim=1).tolist()
+    return [
+        (s + f).mul_(1.0 + _rel_error_bound(_float_dtype(g), p)).pow_(1.0 / p) if good else per_sample_norms([g], p)
+        for g, s, f, good in zip(grads, sums, floors, ok)
+    ]
+
+
+def _float_dtype(g: torch.Tensor) -> torch.dtype:
+    return g.dtype if g.is_floating_point() else torch.float32
 
 
 def _max_abs(g: torch.Tensor) -> torch.Tensor:
@@ -107,7 +125,8 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     f's dtype: each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
     entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
-    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary).
+    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary), on one
+    thread (see ``_threads.one_thread``).
     Accelerators (or inside :func:`accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
@@ -127,9 +146,10 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
             cap = min(rows, B)
             buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
             tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
-            for i in range(0, B, rows):
-                k = min(rows, B - i)
-                _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
+            with one_thread():
+                for i in range(0, B, rows):
+                    k = min(rows, B - i)
+                    _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
             total += partial.double().sum(-1)
     if n > m * _BLOCK:
         rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double()
@@ -168,7 +188,7 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     B = len(grads[0])
     if B == 0:
         return torch.zeros((0,), device=device, dtype=torch.float64)
-    dtype = grads[0].dtype if grads[0].is_floating_point() else torch.float32
+    dtype = _float_dtype(grads[0])
     fi = torch.finfo(dtype)
     n = sum(_flat(g).shape[1] for g in grads)
     inflate = 1.0 + _rel_error_bound(dtype, p)

@@ -228,3 +228,14 @@ def test_chunked_path_has_no_full_size_temporary(monkeypatch):
         sizes.clear()
         per_sample_norms([x], p)
         assert max(sizes) <= 4096, (p, sizes)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 3.0, 4.0, math.inf])
+def test_per_layer_norms_equal_per_tensor_norms(p, path):
+    g = torch.Generator().manual_seed(9)
+    grads = [torch.randn(5, 3000, generator=g), torch.randn(5, 7, generator=g) * 1e-30, torch.zeros(5, 4)]
+    grads[0][2, 5] = 1e30  # overflow in float32 |x|^p for p > 1: that tensor takes the rescaled path
+    for ours, x in zip(clipping.per_layer_norms(grads, p), grads):
+        assert torch.equal(ours, per_sample_norms([x], p))
+        ref = _ref_norm([x], p)
+        assert (ours.numpy() >= ref).all() and (ours.numpy() <= ref * (1 + 1e-4)).all()

@@ -89,3 +89,21 @@ def test_true_positions_matches_nonzero(density):
     g = torch.Generator().manual_seed(1)
     m = torch.rand(8 * 1001, generator=g) < density
     assert torch.equal(Z._true_positions(m), m.nonzero().flatten())
+
+
+def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
+    from opacus_gg import _threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        orig = Z._sample
+        monkeypatch.setattr(Z, "_sample", lambda *a: seen.append(torch.get_num_threads()) or orig(*a))
+        D.sample(1000, 1.5, 1.0)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+        with _threads.one_thread():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -20,7 +20,7 @@ import torch
 from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
 
 from .. import distribution
-from ..clipping import check_finite, clip_factors, per_sample_norms, total_sensitivity
+from ..clipping import check_finite, clip_factors, per_layer_norms, per_sample_norms, total_sensitivity
 from ..validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -83,12 +83,12 @@ class GGClipMixin(GGParamsMixin):
         if len(grads[0]) == 0:
             factors = [torch.zeros((0,), device=grads[0].device)] * len(grads)
         elif hasattr(self, "max_grad_norms"):
+            if opacus_l2:
+                norms = [g.norm(2, dim=tuple(range(1, g.ndim))) for g in grads]
+            else:
+                norms = per_layer_norms(grads, p_norm)
             factors = []
-            for g, c in zip(grads, self.max_grad_norms):
-                if opacus_l2:
-                    n = g.norm(2, dim=tuple(range(1, g.ndim)))
-                else:
-                    n = per_sample_norms([g], p_norm)
+            for n, c in zip(norms, self.max_grad_norms):
                 check_finite(n)
                 factors.append(clip_factors(n, c))
         else:
