@@ -7,8 +7,9 @@ methods look up with a ``GGPrivacyEngine`` whose default accountant is that one.
 (models, data, assertions, tolerances) is Opacus's.
 
 The only tests that do not pass are listed in :data:`DEVIATIONS` (deliberate, documented behaviour;
-also listed in README's "Drop-in use" section and docs/engine.md). They run as ``xfail(strict=True)``,
-so a deviation that stops failing makes this module fail and the list has to be updated.
+also listed in README's "Drop-in use" section and docs/engine.md), run as ``xfail``, and in
+:data:`AWAITING_MERGE` (a bug fixed on another branch), run as ``xfail(strict=True)`` so that the list
+fails once the fix lands and has to be emptied.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ ACCOUNTANTS: Tuple[str, ...] = ("gg_prv", "prv")
 
 #: The ONE list of Opacus tests that GGPrivacyEngine deliberately fails, keyed by
 #: (accountant or "*", class name or "*", test method name) → reason.
-#: The deliberate deviation — a NaN/inf per-sample gradient raises FloatingPointError in optimizer.step()
-#: (nothing applied or accounted) where Opacus trains on — is hit by no CPU test of the shipped suite
-#: (every non-hypothesis test of every class was run with both accountants), so the table is empty;
-#: tests/test_engine.py tests that behaviour. The CUDA-only mixed_precision tests were not run here.
-DEVIATIONS: Dict[Tuple[str, str, str], str] = {}
+DEVIATIONS: Dict[Tuple[str, str, str], str] = {
+    ("*", "*", "test_compare_to_vanilla"): (
+        "NaN/inf per-sample gradients raise FloatingPointError in optimizer.step() (nothing is clipped, noised, "
+        "accounted or applied) where Opacus trains on: with do_clip=False, do_noise=True, lr=0.5 the private "
+        "model diverges to NaN within 3 steps (hypothesis example). Deliberate; README 'Drop-in use', docs/engine.md"
+    ),
+}
 
 _SIGMA0 = ("noise_multiplier=0: the gg_prv accountant hook raises in optimizer.step() (Opacus records the step); "
            "fixed on the accountant branch (σ = 0 recorded, get_epsilon → inf with a warning). NOT a deviation: "
@@ -66,7 +69,6 @@ AWAITING_MERGE: Dict[Tuple[str, str, str], str] = {
         "test_flat_clipping",  # privacy_engine_test, every model class (test_per_layer_clipping skips its step)
         "test_sample_grad_aggregation",
         "test_checkpoints",
-        "test_compare_to_vanilla",
     )
 }
 
@@ -82,14 +84,18 @@ def _engine_class(accountant: str) -> Type[GGPrivacyEngine]:
     return SuiteEngine
 
 
-def _deviation(accountant: str, cls_name: str, method: str) -> str | None:
-    """The reason this Opacus test is expected to fail under ``accountant``, or None."""
-    for table in (DEVIATIONS, AWAITING_MERGE):
+def _deviation(accountant: str, cls_name: str, method: str) -> Tuple[str, bool] | None:
+    """(reason, strict) if this Opacus test is expected to fail under ``accountant``, else None.
+
+    AWAITING_MERGE entries are strict (they must fail until the fix lands). DEVIATIONS are not strict: a
+    hypothesis search only fails where its examples make the model diverge, which was checked on the
+    ConvNet classes only."""
+    for table, strict in ((DEVIATIONS, False), (AWAITING_MERGE, True)):
         for acc in (accountant, "*"):
             for c in (cls_name, "*"):
                 reason = table.get((acc, c, method))
                 if reason is not None:
-                    return reason
+                    return reason, strict
     return None
 
 
@@ -129,9 +135,9 @@ def _wrap(cls: Type[unittest.TestCase], accountant: str, slow: bool, in_ci: bool
             continue
         fn = getattr(cls, name)
         marks: List[pytest.MarkDecorator] = []
-        reason = _deviation(accountant, cls.__name__, name)
-        if reason is not None:
-            marks.append(pytest.mark.xfail(strict=True, reason=reason))
+        expected = _deviation(accountant, cls.__name__, name)
+        if expected is not None:
+            marks.append(pytest.mark.xfail(strict=expected[1], reason=expected[0]))
         if slow:
             marks.append(pytest.mark.slow)
             if in_ci and not getattr(fn, "is_hypothesis_test", False):
