@@ -7,9 +7,7 @@ methods look up with a ``GGPrivacyEngine`` whose default accountant is that one.
 (models, data, assertions, tolerances) is Opacus's.
 
 The only tests that do not pass are listed in :data:`DEVIATIONS` (deliberate, documented behaviour;
-also listed in README's "Drop-in use" section and docs/engine.md), run as ``xfail``, and in
-:data:`AWAITING_MERGE` (a bug fixed on another branch), run as ``xfail(strict=True)`` so that the list
-fails once the fix lands and has to be emptied.
+also listed in README's "Drop-in use" section and docs/engine.md), run as ``xfail``.
 """
 
 from __future__ import annotations
@@ -57,22 +55,6 @@ DEVIATIONS: Dict[Tuple[str, str, str], str] = {
     ),
 }
 
-_SIGMA0 = ("noise_multiplier=0: the gg_prv accountant hook raises in optimizer.step() (Opacus records the step); "
-           "fixed on the accountant branch (σ = 0 recorded, get_epsilon → inf with a warning). NOT a deviation: "
-           "delete these entries when that branch is merged (strict xfail makes them fail then)")
-#: Tests that fail today only because of the σ = 0 bug being fixed on another branch (same key format).
-AWAITING_MERGE: Dict[Tuple[str, str, str], str] = {
-    ("gg_prv", "*", name): _SIGMA0
-    for name in (
-        "test_privacy_engine_no_poisson_accumulation",  # gradient_accumulation_test
-        "test_dl_seed_no_noise",  # randomness_test
-        "test_flat_clipping",  # privacy_engine_test, every model class (test_per_layer_clipping skips its step)
-        "test_sample_grad_aggregation",
-        "test_checkpoints",
-    )
-}
-
-
 def _engine_class(accountant: str) -> Type[GGPrivacyEngine]:
     """GGPrivacyEngine whose default accountant is ``accountant`` (β = 2 by default, as every Opacus test uses)."""
 
@@ -87,15 +69,13 @@ def _engine_class(accountant: str) -> Type[GGPrivacyEngine]:
 def _deviation(accountant: str, cls_name: str, method: str) -> Tuple[str, bool] | None:
     """(reason, strict) if this Opacus test is expected to fail under ``accountant``, else None.
 
-    AWAITING_MERGE entries are strict (they must fail until the fix lands). DEVIATIONS are not strict: a
-    hypothesis search only fails where its examples make the model diverge, which was checked on the
-    ConvNet classes only."""
-    for table, strict in ((DEVIATIONS, False), (AWAITING_MERGE, True)):
-        for acc in (accountant, "*"):
-            for c in (cls_name, "*"):
-                reason = table.get((acc, c, method))
-                if reason is not None:
-                    return reason, strict
+    DEVIATIONS are not strict: a hypothesis search only fails where its examples make the model diverge,
+    which was checked on the ConvNet classes only."""
+    for acc in (accountant, "*"):
+        for c in (cls_name, "*"):
+            reason = DEVIATIONS.get((acc, c, method))
+            if reason is not None:
+                return reason, False
     return None
 
 
