@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
 from opacus.accountants.analysis.prv import DiscretePRV, Domain
 
 from opacus_gg.accountants import compute_epsilon
 from opacus_gg.accountants.composition import epsilon_for_delta
 
-pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
 # sigma, q, steps, delta (ε from ≈ 0.05 to ≈ 5)
 LAPLACE = [(2.0, 0.01, 500, 1e-5), (1.0, 0.02, 300, 1e-5), (5.0, 0.01, 200, 1e-5), (20.0, 1.0, 1, 1e-5),
