@@ -27,8 +27,8 @@ import numpy as np
 from scipy import integrate, optimize, special
 from scipy.stats import norm
 
-from .distribution import validate_beta, validate_scale, variance
-from .validation import validate_delta, validate_epsilon, validate_positive_int
+from .distribution import variance
+from .validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
 
 __all__ = [
     "analytic_gaussian_sigma",

@@ -13,7 +13,8 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..distribution import scale_to_paper_sigma, validate_beta
+from ..distribution import scale_to_paper_sigma
+from ..validation import validate_beta
 
 __all__ = ["CURVE_FIELDS", "privacy_curve", "write_curve_csv", "plot_privacy_curve", "parse_float_list",
            "parse_sigma_range"]
