@@ -1,4 +1,4 @@
-"""Bounded support (opacus_gg.bounded): every formula against numerical integration; rectification."""
+"""Bounded support (opacus_gg.companions.bounded): every formula against numerical integration; rectification."""
 
 import math
 
@@ -8,7 +8,7 @@ import torch
 from scipy import integrate
 from scipy.stats import norm
 
-from opacus_gg import bounded
+from opacus_gg.companions import bounded
 from opacus_gg.engine import GGPrivacyEngine
 
 CASES = [(0.0, 1.0, 1.0, 1.0, 2.0), (0.5, -1.0, 1.0, 1.0, 3.0), (2.0, 1.0, 0.7, 1.5, 5.0),

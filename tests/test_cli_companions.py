@@ -5,8 +5,8 @@ import json
 import pytest
 
 from opacus_gg.cli import main
-from opacus_gg.gdp import clt_epsilon
-from opacus_gg.rdp import compute_rdp_epsilon
+from opacus_gg.companions.clt import clt_epsilon
+from opacus_gg.companions.rdp import compute_rdp_epsilon
 
 
 COMPARE = ["compare", "--beta", "2", "--noise-multiplier", "1.1", "--sample-rate", "0.01", "--steps", "500",

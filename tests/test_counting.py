@@ -1,4 +1,4 @@
-"""GG counting queries (opacus_gg.counting): analytic Gaussian reference, ℓ∞ error vs Monte Carlo, calibration."""
+"""GG counting queries (opacus_gg.companions.counting): analytic Gaussian reference, ℓ∞ error vs Monte Carlo, calibration."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 from scipy import special
 
 from opacus_gg import accountants as acc
-from opacus_gg import counting
+from opacus_gg.companions import counting
 from opacus_gg.distribution import sample
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from opacus.accountants import PRVAccountant
 
-from opacus_gg.analysis import curves as C
+from opacus_gg.experiments.figures import curves as C
 
 
 def opacus_gaussian_epsilon(*, noise_multiplier, sample_rate, steps, delta, beta, dim, clip_norm_p, mode,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from opacus_gg.accountants import compute_epsilon
-from opacus_gg.analysis.outliers import (
+from opacus_gg.experiments.figures.outliers import (
     outlier_curve,
     outlier_probability,
     outlier_probability_mc,

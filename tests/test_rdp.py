@@ -1,4 +1,4 @@
-"""Rényi-DP upper bound (opacus_gg.rdp): moments by quadrature, Opacus's Gaussian RDP, add-direction bounds."""
+"""Rényi-DP upper bound (opacus_gg.companions.rdp): moments by quadrature, Opacus's Gaussian RDP, add-direction bounds."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from scipy import integrate, stats
 
-from opacus_gg import rdp
+from opacus_gg.companions import rdp
 from opacus_gg.accountants import compute_epsilon
 
 ORDERS = list(range(2, 33))

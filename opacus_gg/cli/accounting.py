@@ -135,7 +135,7 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
 def cmd_curve(args: argparse.Namespace) -> int:
     """ε against σ for several β → PNG (--plot) and CSV (--csv, default next to the PNG)."""
     from ..accountants.report import format_epsilon
-    from ..analysis.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
+    from ..experiments.figures.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
     betas = parse_float_list(args.betas, "--betas")

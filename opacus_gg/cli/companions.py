@@ -30,8 +30,8 @@ def compare_epsilons(
     """ε from the GG PRV accountant, paper mode, the CLT estimate and the RDP bound, side by side, each with
     ``scope`` (proven / equal_spreads / estimate)."""
     from opacus_gg.accountants import compute_epsilon
-    from opacus_gg.gdp import clt_epsilon
-    from opacus_gg.rdp import compute_rdp_epsilon
+    from opacus_gg.companions.clt import clt_epsilon
+    from opacus_gg.companions.rdp import compute_rdp_epsilon
 
     common = dict(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta, beta=beta,
                   dim=dim, clip_norm_p=clip_norm_p)
@@ -73,7 +73,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_counts(args: argparse.Namespace) -> int:
-    from opacus_gg.counting import counting_report
+    from opacus_gg.companions.counting import counting_report
 
     rep = counting_report(args.k, args.beta, args.epsilon, args.delta)
     if args.json:

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .. import distribution
-from ..validation import validate_beta, validate_delta, validate_positive_int, validate_scale
+from ... import distribution
+from ...validation import validate_beta, validate_delta, validate_positive_int, validate_scale
 
 __all__ = [
     "outlier_probability",
@@ -120,7 +120,7 @@ def outlier_curve(
     times), then p = :func:`outlier_probability` (τ, β, σ_β) for each τ in ``thresholds`` (units of the noise,
     i.e. absolute values when ``max_grad_norm`` = sensitivity = 1).
     """
-    from .. import accountants
+    from ... import accountants
 
     betas = [validate_beta(b) for b in betas]
     if not betas:

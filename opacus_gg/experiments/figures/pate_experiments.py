@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from ..validation import validate_beta, validate_positive, validate_positive_int
-from ..pate import gg_noisy_argmax, pate_noise_multiplier, validate_adjacency, validate_votes
+from ...validation import validate_beta, validate_positive, validate_positive_int
+from ...pate import gg_noisy_argmax, pate_noise_multiplier, validate_adjacency, validate_votes
 
 __all__ = [
     "SimulatedHistograms",

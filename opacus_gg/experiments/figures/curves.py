@@ -13,8 +13,8 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..distribution import scale_to_paper_sigma
-from ..validation import validate_beta
+from ...distribution import scale_to_paper_sigma
+from ...validation import validate_beta
 
 __all__ = ["CURVE_FIELDS", "privacy_curve", "write_curve_csv", "plot_privacy_curve", "parse_float_list",
            "parse_sigma_range"]
@@ -73,7 +73,7 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
     if mode not in ("certified", "paper"):
         raise ValueError(f"mode must be 'certified' or 'paper', got {mode!r}")
     if epsilon_fn is None:
-        from ..accountants import compute_epsilon as epsilon_fn  # the certified accountant (other module)
+        from ...accountants import compute_epsilon as epsilon_fn  # the certified accountant (other module)
     rows: List[Dict[str, object]] = []
     for beta in betas:
         for sigma in sigmas:
