@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional
 
 from . import CLIError, beta_value, needs_dim, norm_p, positive_float, positive_int, probability, rate
 
-__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve", "epsilon_line"]
+__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
 
 
 def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
@@ -57,17 +57,6 @@ def _reword(e: ValueError) -> CLIError:
     return CLIError(text.splitlines()[0])
 
 
-def epsilon_line(rep: Any, dim: int) -> str:
-    """``epsilon = <ε> (<scope text>) at delta = δ, dim = d`` (+ the equal-spread ε when there is one),
-    labels from :func:`opacus_gg.accountants.report.format_epsilon`."""
-    from ..accountants.report import format_epsilon
-
-    text = f"epsilon = {format_epsilon(rep.epsilon, rep.scope)} at delta = {rep.delta:g}, dim = {dim}"
-    if getattr(rep, "epsilon_equal_spreads", None) is not None:
-        text += f"; {format_epsilon(rep.epsilon_equal_spreads, 'equal_spreads')}"
-    return text
-
-
 # --------------------------------------------------------------------------------------------- commands
 def cmd_epsilon(args: argparse.Namespace) -> int:
     """ε(δ) for T steps of the subsampled GG mechanism; one labelled line, or JSON with the scope fields."""
@@ -96,7 +85,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
                if rep.mode == "paper" else
                f"PRV lower {fmt_down(rep.epsilon_lower)}, estimate {rep.epsilon_estimate:.{DIGITS}f}; worst case: "
                f"{rep.direction} direction, shift spread over {rep.shape_k} coordinate(s)")
-    print(f"{epsilon_line(rep, kw['dim'])} [{bracket}]")
+    print(f"{rep.summary(dim=kw['dim'])} [{bracket}]")
     return 0
 
 
@@ -128,7 +117,7 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
         print(_dumps(out))
         return 0
     print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
-          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {epsilon_line(rep, kw['dim'])}")
+          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {rep.summary(dim=kw['dim'])}")
     return 0
 
 
@@ -156,10 +145,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
           f"({args.mode} accounting)")
     print(f"{'beta':>6} {'sigma':>8} {'paper_sigma':>12}  epsilon (scope)")
     for r in rows:
-        # the curve rows carry the report's `certified` flag: proven, else paper mode (an estimate) or the
-        # certified mode's equal-spread envelope
-        scope = "proven" if r["certified"] else ("estimate" if args.mode == "paper" else "equal_spreads")
-        shown = format_epsilon(r["epsilon"], scope) if math.isfinite(r["epsilon"]) else f"inf ({r['error']})"
+        shown = (format_epsilon(r["epsilon"], r["epsilon_scope"]) if math.isfinite(r["epsilon"])
+                 else f"inf ({r['error']})")
         print(f"{r['beta']:>6g} {r['noise_multiplier']:>8.4g} {r['paper_sigma']:>12.4g}  {shown}")
     print(f"wrote {png} and {csv_path}")
     return 0
