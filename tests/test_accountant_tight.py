@@ -1,4 +1,4 @@
-"""Tight to 0.5 % (issue 9 item 3): the certified ε against dp-accounting's PLDs for Laplace (β = 1) and Gaussian
+"""Tight to 0.5 %: the certified ε against dp-accounting's PLDs for Laplace (β = 1) and Gaussian
 (β = 2), and the exact ε(δ) of a discrete PRV that the certified bound reads off."""
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def _train_one_epoch(engine, bound, beta=1.5):
 
 @pytest.mark.parametrize("beta,accountant", [(1.5, "gg_prv"), (2.0, "rdp")])
 def test_engine_rectify_bound_clamps_released_gradient(beta, accountant):
-    """Through the engine (issue 2): the released (noisy, then averaged) gradient lies in [-a, a]."""
+    """Through the engine: the released (noisy, then averaged) gradient lies in [-a, a]."""
     a = 1e-3
     assert _train_one_epoch(GGPrivacyEngine(accountant=accountant), None, beta) > a  # the noise alone exceeds a
     assert _train_one_epoch(GGPrivacyEngine(accountant=accountant), a, beta) <= a + 1e-7

@@ -124,13 +124,11 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
 def cmd_curve(args: argparse.Namespace) -> int:
     """ε against σ for several β → PNG (--plot) and CSV (--csv, default next to the PNG)."""
     from ..accountants.report import format_epsilon
+    from ..validation import validate_beta
     from ..experiments.figures.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
-    betas = parse_float_list(args.betas, "--betas")
-    bad = [b for b in betas if not 1.0 <= b < math.inf]
-    if bad:
-        raise CLIError(f"--betas: every β must be a finite number ≥ 1, got {bad[0]!r}")
+    betas = [validate_beta(b, "--betas") for b in parse_float_list(args.betas, "--betas")]
     sigmas = parse_sigma_range(args.sigmas)
     for b in betas:
         needs_dim(b, args.clip_norm_p, args.dim)

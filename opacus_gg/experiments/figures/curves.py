@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ...distribution import scale_to_paper_sigma
 from ...accountants.report import SCOPE_TEXT, SCOPES
-from ...validation import validate_beta
+from ...validation import validate_beta, validate_positive
 
 __all__ = ["CURVE_FIELDS", "privacy_curve", "write_curve_csv", "plot_privacy_curve", "parse_float_list",
            "parse_sigma_range"]
@@ -52,9 +52,7 @@ def parse_sigma_range(text: str) -> List[float]:
         vals = [start] if num == 1 else [start + (stop - start) * i / (num - 1) for i in range(num)]
     else:
         vals = parse_float_list(text, "sigmas")
-    if any(v <= 0 for v in vals):
-        raise ValueError(f"sigmas (noise multipliers) must all be > 0, got {text!r}")
-    return vals
+    return [validate_positive(v, "sigmas (noise multipliers)") for v in vals]
 
 
 def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: float, sample_rate: float = 1.0,
@@ -69,8 +67,9 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
     ``epsilon_fn`` defaults to :func:`opacus_gg.accountants.compute_epsilon`.
     """
     betas = [validate_beta(b) for b in betas]
-    if not sigmas or any(not (float(s) > 0 and math.isfinite(float(s))) for s in sigmas):
-        raise ValueError(f"sigmas must be a non-empty list of finite numbers > 0, got {list(sigmas)!r}")
+    if not sigmas:
+        raise ValueError("sigmas must be a non-empty list of finite numbers > 0, got []")
+    sigmas = [validate_positive(s, "sigmas") for s in sigmas]
     if mode not in ("certified", "paper"):
         raise ValueError(f"mode must be 'certified' or 'paper', got {mode!r}")
     if epsilon_fn is None:
