@@ -66,6 +66,7 @@ def test_epsilon_for_delta_is_exact_for_a_discrete_prv(seed):
     for delta in (1e-1, 1e-3, 1e-6):
         eps = epsilon_for_delta(dprv, delta)
         assert 0 < eps < math.inf
+        # δ read back at the ε found for it on the same grid: round-off only
         assert _delta_of(pmf, domain.ts, eps) == pytest.approx(delta, rel=1e-9)
         assert _delta_of(pmf, domain.ts, eps - 1e-6) > delta
     assert epsilon_for_delta(dprv, _delta_of(pmf, domain.ts, 0.0) * 1.001) == 0.0  # δ(0) ≤ δ: ε = 0

@@ -34,7 +34,9 @@ def _quad_truncated(th, c, s, a, al):
 
 @pytest.mark.parametrize("th,c,s,a,al", CASES)
 def test_rdp_formulas_match_quadrature(th, c, s, a, al):
+    # two quadratures of the same integral (scipy quad, rel. error ≪ 1e-8)
     assert bounded.rdp_rectified(th, c, s, a, al) == pytest.approx(_quad_rectified(th, c, s, a, al), rel=1e-8)
+    # two quadratures; the truncated normalizer adds one more (≪ 1e-7)
     assert bounded.rdp_truncated(th, c, s, a, al) == pytest.approx(_quad_truncated(th, c, s, a, al), rel=1e-7)
     # amplification (Hu et al. Prop. 4.6 / Thm. 4.9): never above the Gaussian's α c²/(2σ²)
     gauss = bounded.rdp_gaussian(c, s, al)
@@ -52,6 +54,7 @@ def test_paper_main_text_truncated_rdp_is_wrong():
     th, c, s, a, al = 0.5, 1.0, 1.0, 1.0, 3.0
     exact = _quad_truncated(th, c, s, a, al)
     assert abs(_paper_main_text_eq6(th, c, s, a, al) - exact) > 1e-2
+    # closed form vs quadrature: quad's relative error ≪ 1e-8
     assert bounded.rdp_truncated(th, c, s, a, al) == pytest.approx(exact, rel=1e-8)
 
 
@@ -74,7 +77,9 @@ def _fisher_by_quadrature(th, s, a, mech, h=1e-5):
 def test_fisher_information_matches_quadrature(th, s, a):
     rect = bounded.fisher_information_rectified(th, s, a)
     trunc = bounded.fisher_information_truncated(th, s, a)
+    # Fisher information by finite differences of a quadrature: ~1e-7 error
     assert rect == pytest.approx(_fisher_by_quadrature(th, s, a, "rectified"), rel=1e-6)
+    # Fisher information by finite differences of a quadrature: ~1e-7 error
     assert trunc == pytest.approx(_fisher_by_quadrature(th, s, a, "truncated"), rel=1e-6)
     assert 0 < rect <= 1 / s**2 and 0 < trunc <= 1 / s**2  # Thm. 4.2: FIL amplification
 
@@ -87,7 +92,9 @@ def test_paper_rectified_fil_sign_error_and_limits():
     exact = _fisher_by_quadrature(th, s, a, "rectified")
     assert abs(paper_eq4 - exact) > 0.5  # the printed interior term has the wrong sign
     # a → ∞ recovers the Gaussian's 1/σ²; far outside the box the information vanishes
+    # a = 40 is ≈ 26σ from θ: the bound changes I(θ) by ~e^{-26²/2}, far below round-off
     assert bounded.fisher_information_rectified(0.3, 1.5, 40.0) == pytest.approx(1 / 1.5**2, rel=1e-10)
+    # a = 40 is ≈ 26σ from θ: the bound changes I(θ) by ~e^{-26²/2}, far below round-off
     assert bounded.fisher_information_truncated(0.3, 1.5, 40.0) == pytest.approx(1 / 1.5**2, rel=1e-10)
     assert bounded.fisher_information_rectified(30.0, 1.0, 1.0) < 1e-6
 
@@ -155,4 +162,5 @@ def test_engine_rectify_bound_leaves_epsilon_unchanged():
         eng = GGPrivacyEngine(accountant="gg_prv")
         _train_one_epoch(eng, bound)
         eps.append(eng.get_epsilon(1e-5))
+    # post-processing: the same accountant history, so the same ε up to round-off
     assert eps[0] == pytest.approx(eps[1], rel=1e-12)

@@ -67,4 +67,5 @@ def test_counts_json(capsys):
     for key in ("scale", "noise_std", "linf_error_mean"):
         assert out[key] > 0
     assert out["noise_std"] == pytest.approx(out["scale"])  # β = 2: std = scale
+    # β = 2 calibration by the accountant (eps_error 0.01) vs the analytic Gaussian σ
     assert out["scale"] == pytest.approx(out["gaussian_sigma"], rel=0.01)

@@ -42,12 +42,15 @@ def test_matches_opacus_gdp_accountant(sigma, epochs):
     acc.history = [(sigma, Q, steps)]
     ref = acc.get_epsilon(DELTA, poisson=True)
     est = clt.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
+    # the same μ-GDP formula as Opacus's gdp accountant; our χ² by quadrature (≪ 1e-6)
     assert est.epsilon == pytest.approx(ref, rel=1e-6)
 
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.5])
 def test_chi2_closed_forms(sigma):
+    # χ² by quadrature vs the Gaussian closed form e^{1/σ²} − 1
     assert clt.chi_squared(sigma, 2.0) == pytest.approx(math.expm1(sigma**-2), rel=1e-8)
+    # χ² by quadrature vs the Laplace closed form
     assert clt.chi_squared(sigma, 1.0) == pytest.approx(clt.chi_squared_laplace(sigma), rel=1e-8)
     a = 1 / sigma
     assert clt.chi_squared_laplace(sigma) == pytest.approx((2 / 3) * math.exp(a) + math.exp(-2 * a) / 3 - 1)
@@ -60,10 +63,11 @@ def test_chi2_matches_independent_scipy_quadrature(beta):
     lim = 40 if beta < 2 else 9
     val, _ = integrate.quad(lambda x: dist.pdf(x - 1 / sigma) ** 2 / dist.pdf(x), -lim, lim, points=[0, 1 / sigma],
                             limit=400)
-    assert clt.chi_squared(sigma, beta) == pytest.approx(val - 1, rel=1e-6)
+    assert clt.chi_squared(sigma, beta) == pytest.approx(val - 1, rel=1e-6)  # two quadratures of the same integral
 
 
 def test_rotation_invariance_at_beta2_and_dimension_growth_above_2():
+    # β = 2 is dimension-free: the same χ² up to quadrature error
     assert clt.chi_squared(1.0, 2.0, k=50) == pytest.approx(clt.chi_squared(1.0, 2.0, k=1), rel=1e-8)
     chis = [clt.chi_squared(1.0, 3.0, k=k) for k in (1, 10, 100)]
     assert chis[0] < chis[1] < chis[2]  # β > 2: spreading the shift increases χ² (no dimension independence)
@@ -77,8 +81,10 @@ def test_delta_epsilon_duality_and_tradeoff():
         d = clt.delta_from_mu(eps, mu)
         # δ(ε) = 1 + f*(-e^ε) = max_α 1 - G_μ(α) - e^ε α
         alphas = np.linspace(0, 1, 200001)
+        # max over a grid of step 5e-6 in α: the grid's resolution
         assert d == pytest.approx(np.max(1 - clt.tradeoff(alphas, mu) - math.exp(eps) * alphas), abs=1e-6)
         if eps > 0:
+            # ε from δ inverts δ from ε with a root finder (xtol ≪ 1e-7)
             assert clt.epsilon_from_mu(mu, d) == pytest.approx(eps, rel=1e-7)
     assert clt.tradeoff(0.0, mu) == pytest.approx(1.0) and clt.tradeoff(1.0, mu) == pytest.approx(0.0)
     assert clt.epsilon_from_mu(0.01, 0.5) == 0.0  # δ above δ(0): ε = 0
