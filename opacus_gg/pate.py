@@ -142,6 +142,11 @@ def gg_noisy_argmax(
     return labels[0] if single else labels
 
 
+def _accounted_steps(n_queries: int, adjacency: str) -> int:
+    """k·n one-dimensional GG releases for n answers: k = 1 (add_remove) or 2 (replace), see :func:`pate_epsilon`."""
+    return validate_adjacency(adjacency) * validate_positive_int(n_queries, "n_queries", allow_float=False)
+
+
 def pate_epsilon(
     *,
     noise_multiplier: float,
@@ -157,13 +162,11 @@ def pate_epsilon(
     with k = 1 (add_remove) or 2 (replace: the shift (+1, -1) is two independent 1-D shifts of one vote);
     GGNMax is post-processing of the noisy histogram.
     """
-    dim = validate_adjacency(adjacency)
-    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
-    delta = validate_delta(delta)
-    beta = validate_beta(beta)
+    steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
     sigma = validate_scale(noise_multiplier, "noise_multiplier")
     return _accountants().compute_epsilon(
-        noise_multiplier=sigma, sample_rate=1.0, steps=dim * n, delta=delta, beta=beta, dim=1, eps_error=eps_error,
+        noise_multiplier=sigma, sample_rate=1.0, steps=steps, delta=validate_delta(delta), beta=beta, dim=1,
+        eps_error=eps_error,
     )
 
 
@@ -180,15 +183,12 @@ def pate_noise_multiplier(
 
     Same accountant setting as :func:`pate_epsilon`; the accountant never returns a σ above the target ε.
     """
-    dim = validate_adjacency(adjacency)
-    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
-    target_delta = validate_delta(target_delta, "target_delta")
-    beta = validate_beta(beta)
-    eps = validate_epsilon(target_epsilon, "target_epsilon")
+    steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
     return float(
         _accountants().get_noise_multiplier(
-            target_epsilon=eps, target_delta=target_delta, sample_rate=1.0, steps=dim * n, beta=beta, dim=1,
-            epsilon_tolerance=epsilon_tolerance,
+            target_epsilon=validate_epsilon(target_epsilon, "target_epsilon"),
+            target_delta=validate_delta(target_delta, "target_delta"), sample_rate=1.0, steps=steps, beta=beta,
+            dim=1, epsilon_tolerance=epsilon_tolerance,
         )
     )
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
 import sys
 import warnings
 from typing import Any, Callable, List, Optional
@@ -105,6 +107,38 @@ def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], fla
         raise CLIError(f"{flag} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the "
                        f"number of noised coordinates (only beta=2 with p<=2 does not depend on it); pass "
                        f"{flag} <number of trainable parameters>")
+
+
+def dumps_json(obj: Any) -> str:
+    """Strict JSON for ``--json``: non-finite floats become strings ("inf"), arrays lists, keys strings."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): clean(w) for k, w in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(w) for w in v]
+        if hasattr(v, "tolist"):
+            return clean(v.tolist())
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        return v
+
+    return json.dumps(clean(obj), default=str)
+
+
+DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required unless β = 2 with "
+            "p ≤ 2, since ε grows with d everywhere else")
+
+
+def add_mechanism_args(p: argparse.ArgumentParser) -> None:
+    """The options that define the subsampled GG mechanism's history: β, q, T, δ, d, p."""
+    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
+    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
+    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
+    p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
+    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--clip-norm-p", type=norm_p, default=None,
+                   help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
 
 
 class _Parser(argparse.ArgumentParser):

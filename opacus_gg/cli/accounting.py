@@ -15,14 +15,24 @@ inside the commands (fast ``--help``).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 import time
 from typing import Any, Dict, Optional
 
-from . import CLIError, beta_value, needs_dim, norm_p, positive_float, positive_int, probability, rate
+from . import (
+    DIM_HELP,
+    CLIError,
+    add_mechanism_args,
+    dumps_json,
+    needs_dim,
+    norm_p,
+    positive_float,
+    positive_int,
+    probability,
+    rate,
+)
 
 __all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
 
@@ -32,20 +42,6 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
     needs_dim(args.beta, args.clip_norm_p, args.dim)
     return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
                 steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p)
-
-
-def _dumps(obj: Dict[str, Any]) -> str:
-    """Strict JSON: non-finite floats become strings ("inf")."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return str(v)
-        if isinstance(v, dict):
-            return {k: clean(w) for k, w in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(w) for w in v]
-        return v
-
-    return json.dumps(clean(obj), default=str)
 
 
 def _reword(e: ValueError) -> CLIError:
@@ -79,7 +75,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
                "shape_k": rep.shape_k, "noise_multiplier": args.noise_multiplier, **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
-        print(_dumps(out))
+        print(dumps_json(out))
         return 0
     bracket = (f"sampled-PRV bracket {fmt_down(rep.epsilon_lower)} .. {fmt_up(rep.epsilon_upper)}"
                if rep.mode == "paper" else
@@ -114,7 +110,7 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
                **scope_fields(rep), **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]
-        print(_dumps(out))
+        print(dumps_json(out))
         return 0
     print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
           f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {rep.summary(dim=kw['dim'])}")
@@ -151,18 +147,9 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------- parser
-DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required unless β = 2 with "
-            "p ≤ 2, since ε grows with d everywhere else")
-
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
-    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
-    p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
-    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
-    p.add_argument("--clip-norm-p", type=norm_p, default=None,
-                   help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
+    add_mechanism_args(p)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
