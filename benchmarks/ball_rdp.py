@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import warnings
 
-from opacus_gg import rdp
+from opacus_gg.companions import rdp
 from opacus_gg.accountants import ball_rdp, compute_epsilon
 
 

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from opacus_gg.counting import analytic_gaussian_sigma, calibrate_scale, linf_error_mean, paper_scale  # noqa: E402
+from opacus_gg.companions.counting import analytic_gaussian_sigma, calibrate_scale, linf_error_mean, paper_scale  # noqa: E402
 
 
 def run(ks, betas, epsilon, delta):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from opacus_gg.analysis.outliers import default_panels, plot_outlier_curves, write_csv
-from opacus_gg.analysis.pate_experiments import accuracy_vs_beta, load_votes, plot_accuracy_vs_beta, simulate_histograms
+from opacus_gg.experiments.figures.outliers import default_panels, plot_outlier_curves, write_csv
+from opacus_gg.experiments.figures.pate_experiments import accuracy_vs_beta, load_votes, plot_accuracy_vs_beta, simulate_histograms
 
 
 def main() -> None:

@@ -26,12 +26,11 @@ import torch
 from scipy import special
 
 from . import _ziggurat
+from .validation import validate_beta, validate_scale
 
 ArrayLike = Union[float, np.ndarray, Sequence[float]]
 
 __all__ = [
-    "validate_beta",
-    "validate_scale",
     "sample",
     "sample_gamma",
     "log_prob",
@@ -43,28 +42,6 @@ __all__ = [
     "scale_to_paper_sigma",
     "GeneralizedGaussian",
 ]
-
-
-def validate_beta(beta: float, name: str = "beta") -> float:
-    """Return ``beta`` as a float, raising ``ValueError`` unless 1 ≤ β < ∞."""
-    try:
-        b = float(beta)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number ≥ 1, got {beta!r}") from None
-    if not math.isfinite(b) or b < 1.0:
-        raise ValueError(f"{name} must be a finite number ≥ 1 (1 = Laplace, 2 = Gaussian), got {beta!r}")
-    return b
-
-
-def validate_scale(scale: float, name: str = "scale") -> float:
-    """Return ``scale`` as a float, raising ``ValueError`` unless 0 < s < ∞."""
-    try:
-        s = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive real number, got {scale!r}") from None
-    if not math.isfinite(s) or s <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0, got {scale!r}")
-    return s
 
 
 def gennorm_scale(beta: float, scale: float) -> float:

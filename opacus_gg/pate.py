@@ -24,7 +24,6 @@ clip_norm_p=inf`` vertex case), and ``n`` answered queries (no subsampling) are 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -33,7 +32,7 @@ import torch
 
 from . import distribution
 from .formatting import fmt_up
-from .validation import validate_delta, validate_positive_int
+from .validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
 
 __all__ = [
     "ADJACENCIES",
@@ -104,9 +103,7 @@ def votes_from_predictions(predictions: TensorLike, n_classes: int) -> torch.Ten
 
     ``predictions`` is an integer array ``[n_teachers, n_queries]`` with labels in ``[0, n_classes)``.
     """
-    n_classes = validate_positive_int(n_classes, "n_classes", allow_float=False)
-    if n_classes < 2:
-        raise ValueError(f"n_classes must be ≥ 2, got {n_classes}")
+    n_classes = validate_positive_int(n_classes, "n_classes", minimum=2, allow_float=False)
     preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
     if preds.dim() != 2:
         raise ValueError(f"predictions must have shape [n_teachers, n_queries] (2-D), got {tuple(preds.shape)}")
@@ -134,8 +131,8 @@ def gg_noisy_argmax(
     ``votes``: ``[n_queries, n_classes]`` on any device (1-D = one query → 0-d result). Returns int64 labels on
     the votes' device. The noise is :func:`opacus_gg.distribution.sample` with scale σ·Δ, Δ = 1 vote.
     """
-    beta = distribution.validate_beta(beta)
-    sigma = distribution.validate_scale(noise_multiplier, "noise_multiplier")
+    beta = validate_beta(beta)
+    sigma = validate_scale(noise_multiplier, "noise_multiplier")
     single = (votes.dim() if isinstance(votes, torch.Tensor) else np.ndim(votes)) == 1
     v = validate_votes(votes)
     if generator is not None and generator.device.type != v.device.type:
@@ -143,6 +140,11 @@ def gg_noisy_argmax(
     noise = distribution.sample(v.shape, beta, sigma, generator=generator, device=v.device, dtype=v.dtype)
     labels = torch.argmax(v + noise, dim=1)
     return labels[0] if single else labels
+
+
+def _accounted_steps(n_queries: int, adjacency: str) -> int:
+    """k·n one-dimensional GG releases for n answers: k = 1 (add_remove) or 2 (replace), see :func:`pate_epsilon`."""
+    return validate_adjacency(adjacency) * validate_positive_int(n_queries, "n_queries", allow_float=False)
 
 
 def pate_epsilon(
@@ -160,13 +162,11 @@ def pate_epsilon(
     with k = 1 (add_remove) or 2 (replace: the shift (+1, -1) is two independent 1-D shifts of one vote);
     GGNMax is post-processing of the noisy histogram.
     """
-    dim = validate_adjacency(adjacency)
-    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
-    delta = validate_delta(delta)
-    beta = distribution.validate_beta(beta)
-    sigma = distribution.validate_scale(noise_multiplier, "noise_multiplier")
+    steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
+    sigma = validate_scale(noise_multiplier, "noise_multiplier")
     return _accountants().compute_epsilon(
-        noise_multiplier=sigma, sample_rate=1.0, steps=dim * n, delta=delta, beta=beta, dim=1, eps_error=eps_error,
+        noise_multiplier=sigma, sample_rate=1.0, steps=steps, delta=validate_delta(delta), beta=beta, dim=1,
+        eps_error=eps_error,
     )
 
 
@@ -183,20 +183,12 @@ def pate_noise_multiplier(
 
     Same accountant setting as :func:`pate_epsilon`; the accountant never returns a σ above the target ε.
     """
-    dim = validate_adjacency(adjacency)
-    n = validate_positive_int(n_queries, "n_queries", allow_float=False)
-    target_delta = validate_delta(target_delta, "target_delta")
-    beta = distribution.validate_beta(beta)
-    try:
-        eps = float(target_epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"target_epsilon must be a number > 0, got {target_epsilon!r}") from None
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"target_epsilon must be a finite number > 0, got {target_epsilon!r}")
+    steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
     return float(
         _accountants().get_noise_multiplier(
-            target_epsilon=eps, target_delta=target_delta, sample_rate=1.0, steps=dim * n, beta=beta, dim=1,
-            epsilon_tolerance=epsilon_tolerance,
+            target_epsilon=validate_epsilon(target_epsilon, "target_epsilon"),
+            target_delta=validate_delta(target_delta, "target_delta"), sample_rate=1.0, steps=steps, beta=beta,
+            dim=1, epsilon_tolerance=epsilon_tolerance,
         )
     )
 
@@ -250,14 +242,14 @@ def aggregate_labels(
     if (noise_multiplier is None) == (target_epsilon is None):
         raise ValueError("give exactly one of noise_multiplier or target_epsilon")
     validate_adjacency(adjacency)
-    beta = distribution.validate_beta(beta)
+    beta = validate_beta(beta)
     delta = validate_delta(delta)
     n = int(v.shape[0])
     if noise_multiplier is None:
         sigma = pate_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, n_queries=n, beta=beta,
                                       adjacency=adjacency)
     else:
-        sigma = distribution.validate_scale(noise_multiplier, "noise_multiplier")
+        sigma = validate_scale(noise_multiplier, "noise_multiplier")
     report = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency=adjacency)
     labels = gg_noisy_argmax(v, beta, sigma, generator=generator)
     return PATEResult(labels=labels, epsilon=float(report.epsilon), delta=delta, noise_multiplier=sigma, beta=beta,

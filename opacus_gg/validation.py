@@ -7,12 +7,11 @@ import math
 import numbers
 from typing import List, Optional, Sequence, Union
 
-from .distribution import validate_beta, validate_scale
-
 __all__ = [
     "validate_beta",
     "validate_scale",
     "validate_positive",
+    "validate_nonnegative",
     "validate_order",
     "validate_noise_multiplier",
     "validate_max_grad_norm",
@@ -38,11 +37,32 @@ def _real(x, name: str, what: str) -> float:
         raise ValueError(f"{name} must be {what}, got {x!r}") from None
 
 
+def validate_beta(beta: float, name: str = "beta") -> float:
+    """The GG shape β: a finite number ≥ 1 (1 = Laplace, 2 = Gaussian)."""
+    b = _real(beta, name, "a finite number ≥ 1 (1 = Laplace, 2 = Gaussian)")
+    if not math.isfinite(b) or b < 1.0:
+        raise ValueError(f"{name} must be a finite number ≥ 1 (1 = Laplace, 2 = Gaussian), got {beta!r}")
+    return b
+
+
+def validate_scale(scale: float, name: str = "scale") -> float:
+    """A scale s of the GG law (density ∝ exp(-|x|^β/(β s^β))): a finite number > 0."""
+    return validate_positive(scale, name)
+
+
 def validate_positive(x: float, name: str) -> float:
     """A finite number > 0."""
     v = _real(x, name, "a finite number > 0")
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return v
+
+
+def validate_nonnegative(x: float, name: str) -> float:
+    """A finite number ≥ 0."""
+    v = _real(x, name, "a finite number ≥ 0")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number ≥ 0, got {x!r}")
     return v
 
 
@@ -56,10 +76,7 @@ def validate_order(alpha: float, name: str = "alpha") -> float:
 
 def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
     """σ must be finite and ≥ 0 (σ = 0 adds no noise and has ε = ∞)."""
-    s = _real(noise_multiplier, name, "a finite number ≥ 0")
-    if not math.isfinite(s) or s < 0:
-        raise ValueError(f"{name} must be a finite number ≥ 0, got {noise_multiplier!r}")
-    return s
+    return validate_nonnegative(noise_multiplier, name)
 
 
 def validate_max_grad_norm(

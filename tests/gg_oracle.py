@@ -54,6 +54,7 @@ class GGPrivacyLoss(plm.AdditiveNoisePrivacyLoss):
             hi *= 2
             if hi > 1e12:
                 return math.inf
+        # root to float64 resolution: the oracle's loss inverse must not add error of its own
         return optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14)
 
     def privacy_loss_tail(self) -> plm.TailPrivacyLossDistribution:

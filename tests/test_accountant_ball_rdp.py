@@ -13,7 +13,7 @@ from opacus_gg.accountants.shapes import is_certified
 from opacus_gg.accountants import compute_epsilon
 from opacus_gg.accountants import ball_rdp as br
 from opacus_gg.accountants.report import EpsilonReport
-from opacus_gg.rdp import DEFAULT_ORDERS, log_moment, subsampled_rdp
+from opacus_gg.companions.rdp import DEFAULT_ORDERS, log_moment, subsampled_rdp
 
 
 def _laplace_log_moment(j: int, a: float) -> float:
@@ -45,6 +45,7 @@ def test_quadratic_coefficient_bounds_small_shifts_and_tends_to_fisher(beta, j):
     # K(a_s) → j(j-1)·E|X|^{2β-2}/2 (Fisher information of GG(β,1): β^{(2β-2)/β} Γ(2-1/β)/Γ(1/β))
     fisher = beta ** ((2 * beta - 2) / beta) * math.gamma(2 - 1 / beta) / math.gamma(1 / beta)
     k0 = br.quadratic_coefficient(j, 1e-7, beta)
+    # at a = 1e-7 the next term of K(a) is O(a) relative; 1e-5 covers the quadrature's floor
     assert k0 == pytest.approx(j * (j - 1) * fisher / 2, rel=1e-5)
     assert k0 <= K
 
@@ -131,6 +132,7 @@ def test_subsampled_rdp_matches_rdp_module_and_is_monotone_in_moments():
     mine = br.subsampled_rdp_from_log_moments(orders, 0.05, logm)
     ref = subsampled_rdp(orders, noise_multiplier=1 / 1.2, sample_rate=0.05, beta=1.5)
     for k in ("remove", "add"):
+        # same moments, same formula, summed in a different order: float64 round-off
         np.testing.assert_allclose(mine[k], ref[k], rtol=1e-9)
     for j in (2, 5, 20):
         bumped = logm.copy()

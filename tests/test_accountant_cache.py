@@ -1,4 +1,4 @@
-"""Reuse across calls (issue 9 item 4): a growing history reuses the per-step discretized PRVs and Chernoff
+"""Reuse across calls: a growing history reuses the per-step discretized PRVs and Chernoff
 log-MGFs of earlier calls, and the cached result is bit-for-bit the cold one."""
 
 from __future__ import annotations

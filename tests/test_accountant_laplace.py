@@ -4,10 +4,9 @@ mechanism (both adjacency directions, connect-the-dots pessimistic PLD), within 
 from __future__ import annotations
 
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
 
-pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-
-from opacus_gg.accountants import compute_epsilon  # noqa: E402
+from opacus_gg.accountants import compute_epsilon
 
 CASES = [  # sigma (Laplace scale / C), q, steps, delta
     (1.0, 0.02, 300, 1e-5),

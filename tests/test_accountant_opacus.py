@@ -45,6 +45,7 @@ def test_beta2_matches_opacus_prv(sigma, q, steps, delta):
 def test_beta2_is_dimension_free_with_l2_clipping():
     a = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=500, delta=1e-5, beta=2.0, dim=1)
     b = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=500, delta=1e-5, beta=2.0, dim=10**6)
+    # β = 2, p = 2: the same computation whatever d, so equal up to round-off
     assert a.epsilon == pytest.approx(b.epsilon, rel=1e-12)
     # ℓ∞ clipping of a Gaussian in d = 4 dims: exactly the 1-D Gaussian with sensitivity 2C (σ/2)
     c = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=500, delta=1e-5, beta=2.0, dim=4,

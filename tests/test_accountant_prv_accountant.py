@@ -58,7 +58,7 @@ def test_beta2_remove_cdf_matches_prv_accountant_gaussian(sigma, q):
     t = np.linspace(-4.0, 8.0, 3001)
     ours = GGPrivacyRandomVariable(sigma, q, beta=2.0).cdf(t)
     ref = np.asarray(PoissonSubsampledGaussianMechanism(q, sigma).cdf(t), dtype=np.float64)
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12)  # closed-form CDFs compared pointwise: float64 round-off
 
 
 @pytest.mark.parametrize("sigma,q", [(1.0, 0.02), (0.6, 0.3)])
@@ -70,7 +70,7 @@ def test_beta2_add_cdf_closed_form(sigma, q):
     u = np.log((np.exp(-t) - 1.0 + q) / q)
     ref = stats.norm.sf((u + a * a / 2) / a)
     ours = GGPrivacyRandomVariable(sigma, q, beta=2.0, direction="add").cdf(t)
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12)  # closed-form CDFs compared pointwise: float64 round-off
     assert np.all(GGPrivacyRandomVariable(sigma, q, 2.0, "add").cdf(np.array([-math.log1p(-q), 3.0])) == 1.0)
 
 
@@ -79,6 +79,7 @@ def test_beta1_no_subsampling_matches_prv_accountant_laplace():
     t = np.linspace(-1.0, 1.0, 2001)
     t = t[np.abs(np.abs(t) - 0.5) > 1e-9]  # LaplaceMechanism's cdf is not right-continuous at its atoms
     ours = GGPrivacyRandomVariable(sigma, 1.0, beta=1.0).cdf(t)
+    # Laplace: the same closed form, float64 round-off
     np.testing.assert_allclose(ours, LaplaceMechanism(0.5).cdf(t), rtol=0, atol=1e-15)
 
 
@@ -92,15 +93,17 @@ def test_beta1_atoms_have_the_exact_masses(direction):
     if direction == "remove":  # X ~ (1−q)Q + qP; Y = log(1 − q + q e^ℓ)
         mass_lo = (1 - q) * 0.5 + q * 0.5 * math.exp(-a)  # ℓ = −a
         mass_hi = (1 - q) * 0.5 * math.exp(-a) + q * 0.5  # ℓ = a
+        # atom location in closed form: float64 round-off
         assert lo == pytest.approx(math.log(1 - q + q * math.exp(-a)), abs=1e-15)
     else:  # X ~ Q; Y = −log(1 − q + q e^ℓ): ℓ = a gives the lower end
         mass_lo = 0.5 * math.exp(-a)
         mass_hi = 0.5
+        # atom location in closed form: float64 round-off
         assert hi == pytest.approx(-math.log(1 - q + q * math.exp(-a)), abs=1e-15)
     assert prv.atoms() == [lo, hi]
     below = np.nextafter(np.array([lo, hi]), -np.inf)
     jumps = prv.cdf(np.array([lo, hi])) - prv.cdf(below)
-    np.testing.assert_allclose(jumps, [mass_lo, mass_hi], rtol=1e-12)
+    np.testing.assert_allclose(jumps, [mass_lo, mass_hi], rtol=1e-12)  # atom masses in closed form: float64 round-off
     assert prv.cdf(np.array([hi]))[0] == 1.0 and prv.cdf(below[:1])[0] == 0.0
 
 
@@ -121,9 +124,10 @@ def test_beta15_cdf_matches_gennorm_with_root_finding(direction):
         else:
             x = x_of_loss(math.log((math.exp(s) - 1 + q) / q))
             ref = (1 - q) * rv.cdf(x) + q * rv.cdf(x - a) if direction == "remove" else rv.sf(x)
+        # reference CDF from scipy's normal law: float64 round-off
         assert prv.cdf(np.array([t]))[0] == pytest.approx(ref, abs=1e-12), t
     f, s = prv.cdf_sf(np.linspace(-3, 3, 101))
-    np.testing.assert_allclose(f + s, 1.0, atol=1e-15)
+    np.testing.assert_allclose(f + s, 1.0, atol=1e-15)  # cdf + sf = 1 up to float64 round-off
     assert np.all(np.diff(f) >= 0)
 
 
@@ -133,6 +137,7 @@ def test_no_subsampling_directions_agree_by_symmetry():
     for beta in (1.0, 1.5, 2.0):
         rem = GGPrivacyRandomVariable(0.9, 1.0, beta, "remove")
         add = GGPrivacyRandomVariable(0.9, 1.0, beta, "add")
+        # β = 2: both directions have the same PRV law, up to round-off
         np.testing.assert_allclose(rem.cdf(t), add.cdf(t), atol=1e-12)
 
 
@@ -141,8 +146,8 @@ def test_kinks_are_finite_for_huge_losses():
     q = 0.01
     prv = GGPrivacyRandomVariable(0.05, q, beta=3.0)
     lo, hi = prv.kinks()
-    assert hi == pytest.approx(20.0**3 / 3 + math.log(q), rel=1e-15)
-    assert lo == pytest.approx(math.log1p(-q), rel=1e-12)
+    assert hi == pytest.approx(20.0**3 / 3 + math.log(q), rel=1e-15)  # closed-form support end: float64 round-off
+    assert lo == pytest.approx(math.log1p(-q), rel=1e-12)  # closed-form support end: float64 round-off
     add = GGPrivacyRandomVariable(0.05, q, beta=3.0, direction="add").kinks()
     assert add == [-hi, -lo]
 
@@ -151,6 +156,7 @@ def test_probability_uses_the_upper_tail_accurately():
     prv = GGPrivacyRandomVariable(0.5, 0.01, beta=1.5)
     a, b = np.array([8.0]), np.array([8.5])  # a mass (~1e-70) far below the float64 resolution of 1 − F
     p = prv.probability(a, b)[0]
+    # probability of an interval from the same sf: float64 round-off
     assert 0.0 < p == pytest.approx(prv.sf(a)[0] - prv.sf(b)[0], rel=1e-12)
     assert float(prv.cdf(b)[0] - prv.cdf(a)[0]) == 0.0  # what the CDF difference would have given
 
@@ -161,6 +167,7 @@ def test_rdp_is_the_exact_gaussian_rdp_at_integer_orders_and_an_upper_bound_betw
     sigma, q = 1.1, 0.03
     prv = GGPrivacyRandomVariable(sigma, q, beta=2.0)
     for alpha in (2, 3, 8, 32):
+        # our RDP by quadrature vs Opacus's closed-form sum: quadrature error < 1e-6
         assert prv.rdp(alpha) == pytest.approx(float(_compute_rdp(q, sigma, alpha)), rel=1e-6)
     for alpha in (1.1, 1.5, 2.5, 10.9):
         assert prv.rdp(alpha) >= float(_compute_rdp(q, sigma, alpha))
@@ -179,6 +186,7 @@ def test_truncated_mean_is_the_kl_divergence_without_subsampling(beta, kl):
     sigma = 0.7
     prv = GGPrivacyRandomVariable(sigma, 1.0, beta)
     trunc = TruncatedPRV(prv, -40.0, 40.0)
+    # mean of the truncated PRV by quadrature vs closed-form KL (truncated mass < 1e-9)
     assert trunc.mean() == pytest.approx(kl(1 / sigma), rel=1e-9, abs=1e-12)
 
 
@@ -192,7 +200,7 @@ def test_truncated_cdf_starts_at_zero_where_the_release_does_not():
     released = prv_accountant.privacy_random_variables.PrivacyRandomVariableTruncated(prv, t_min, t_max)
     t = np.linspace(t_min, t_max - 1e-9, 101)
     expected = (prv.cdf(t) - f_min) / (prv.cdf(np.array([t_max]))[0] - f_min)
-    np.testing.assert_allclose(ours.cdf(t), expected, atol=1e-15)
+    np.testing.assert_allclose(ours.cdf(t), expected, atol=1e-15)  # same closed form evaluated twice: float64 round-off
     assert ours.cdf(np.array([t_min]))[0] == 0.0 and ours.cdf(np.array([t_max]))[0] == 1.0
     assert released.cdf(np.array([t_min]))[0] > 1e-3  # F(t_min)/m: the 0.2.0 defect
 
@@ -214,6 +222,7 @@ def test_truncated_mean_matches_an_x_space_integral(direction, beta, sigma, q):
     ref = sum(integrate.quad(integrand, lo, hi, epsabs=1e-14, epsrel=1e-12, limit=200)[0]
               for lo, hi in [(-r, 0), (0, a), (a, a + r)])
     trunc = TruncatedPRV(GGPrivacyRandomVariable(sigma, q, beta, direction), -20.0, 20.0)
+    # two quadratures of the same mean: each within its own error estimate
     assert trunc.mean() == pytest.approx(ref, rel=1e-7, abs=2 * TruncatedPRV.MEAN_ATOL)
 
 
@@ -229,8 +238,10 @@ def test_released_prv_accountant_mean_defect_and_the_local_fix():
                                      max_self_compositions=[steps])
     fixed = PRVAccountant([prv], eps_error=EPS_ERROR, delta_error=delta / 1000, max_self_compositions=[steps])
     upper = fixed.compute_epsilon(delta, [steps])[2]
+    # both at eps_error = EPS_ERROR, far tighter than it: 1e-4 relative is discretization noise
     assert upper == pytest.approx(_opacus_eps(sigma, q, steps, delta), rel=1e-4)
     gg = prv_accountant_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=2.0)
+    # same law, two discretizations: 1e-4 relative is discretization noise
     assert gg[2] == pytest.approx(upper, rel=1e-4)
 
 
@@ -242,6 +253,7 @@ BETA2_CASES = [(1.0, 0.02, 500, 1e-5), (2.0, 0.05, 200, 1e-6), (2.0, 0.01, 300, 
 @pytest.mark.parametrize("sigma,q,steps,delta", BETA2_CASES)
 def test_beta2_matches_opacus_and_compute_epsilon(sigma, q, steps, delta):
     remove = prv_accountant_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=2.0)
+    # same law, two discretizations: 1e-4 relative is discretization noise
     assert remove[2] == pytest.approx(_opacus_eps(sigma, q, steps, delta), rel=1e-4)
     both = prv_accountant_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=2.0,
                                   direction="both")

@@ -40,6 +40,7 @@ def test_delta_and_epsilon_agree():
     kw = dict(noise_multiplier=1.0, sample_rate=0.02, steps=300, beta=1.5)
     rep = compute_epsilon(delta=1e-5, **kw)
     d_at = compute_delta(epsilon=rep.epsilon_estimate, **kw)
+    # ε_estimate is the PRV point estimate, not the bound: δ there is δ up to eps_error's effect (2 %)
     assert d_at == pytest.approx(1e-5, rel=0.02)
     assert compute_delta(epsilon=rep.epsilon, **kw) <= 1e-5
 
@@ -148,6 +149,6 @@ def test_noise_multiplier_zero_delta_is_the_limit_of_small_noise():
     """σ = 0: δ(ε) = 1 − (1 − q)^T exactly; small σ gives a δ below it and close to it."""
     q, T = 0.1, 10
     d0 = compute_delta(epsilon=1.0, noise_multiplier=0.0, sample_rate=q, steps=T)
-    assert d0 == pytest.approx(1 - (1 - q) ** T, rel=1e-12)
+    assert d0 == pytest.approx(1 - (1 - q) ** T, rel=1e-12)  # σ = 0: δ(0) = 1 − (1 − q)^T exactly; float64 round-off
     d_small = compute_delta(epsilon=1.0, noise_multiplier=0.2, sample_rate=q, steps=T)
     assert 0.9 * d0 <= d_small <= d0

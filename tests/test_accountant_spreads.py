@@ -58,6 +58,7 @@ def _h_two(a1, a2, beta, alphas):
         return _gg_pdf(x - a1, beta) * inner.h_pq(alphas * np.exp(-_loss(np.array(x), a1, beta)))
 
     r = (60.0 * beta) ** (1.0 / beta)  # GG mass beyond |x − a1| > r is below e^{−60}
+    # reference integral to near float64 precision
     val, _ = integrate.quad_vec(f, a1 - r, a1 + r, points=[0.0, a1], epsabs=1e-13, epsrel=1e-10)
     return val
 

@@ -1,4 +1,4 @@
-"""Tight to 0.5 % (issue 9 item 3): the certified ε against dp-accounting's PLDs for Laplace (β = 1) and Gaussian
+"""Tight to 0.5 %: the certified ε against dp-accounting's PLDs for Laplace (β = 1) and Gaussian
 (β = 2), and the exact ε(δ) of a discrete PRV that the certified bound reads off."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
 from opacus.accountants.analysis.prv import DiscretePRV, Domain
 
 from opacus_gg.accountants import compute_epsilon
 from opacus_gg.accountants.composition import epsilon_for_delta
 
-pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
 # sigma, q, steps, delta (ε from ≈ 0.05 to ≈ 5)
 LAPLACE = [(2.0, 0.01, 500, 1e-5), (1.0, 0.02, 300, 1e-5), (5.0, 0.01, 200, 1e-5), (20.0, 1.0, 1, 1e-5),
@@ -66,6 +66,7 @@ def test_epsilon_for_delta_is_exact_for_a_discrete_prv(seed):
     for delta in (1e-1, 1e-3, 1e-6):
         eps = epsilon_for_delta(dprv, delta)
         assert 0 < eps < math.inf
+        # δ read back at the ε found for it on the same grid: round-off only
         assert _delta_of(pmf, domain.ts, eps) == pytest.approx(delta, rel=1e-9)
         assert _delta_of(pmf, domain.ts, eps - 1e-6) > delta
     assert epsilon_for_delta(dprv, _delta_of(pmf, domain.ts, 0.0) * 1.001) == 0.0  # δ(0) ≤ δ: ε = 0

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from opacus_gg.cli import main
-from opacus_gg.gdp import clt_epsilon
-from opacus_gg.rdp import compute_rdp_epsilon
+from opacus_gg.companions.clt import clt_epsilon
+from opacus_gg.companions.rdp import compute_rdp_epsilon
 
 
 COMPARE = ["compare", "--beta", "2", "--noise-multiplier", "1.1", "--sample-rate", "0.01", "--steps", "500",
@@ -67,4 +67,5 @@ def test_counts_json(capsys):
     for key in ("scale", "noise_std", "linf_error_mean"):
         assert out[key] > 0
     assert out["noise_std"] == pytest.approx(out["scale"])  # β = 2: std = scale
+    # β = 2 calibration by the accountant (eps_error 0.01) vs the analytic Gaussian σ
     assert out["scale"] == pytest.approx(out["gaussian_sigma"], rel=0.01)

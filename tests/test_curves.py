@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from opacus.accountants import PRVAccountant
 
-from opacus_gg.analysis import curves as C
+from opacus_gg.experiments.figures import curves as C
 
 
 def opacus_gaussian_epsilon(*, noise_multiplier, sample_rate, steps, delta, beta, dim, clip_norm_p, mode,
@@ -21,7 +21,7 @@ def opacus_gaussian_epsilon(*, noise_multiplier, sample_rate, steps, delta, beta
     acc.history = [(noise_multiplier, sample_rate, steps)]
     e = acc.get_epsilon(delta, eps_error=eps_error)
     return SimpleNamespace(epsilon=e, epsilon_lower=e - 2 * eps_error, epsilon_estimate=e - eps_error,
-                           epsilon_upper=e, certified=True, direction="remove", shape_k=1)
+                           epsilon_upper=e, certified=True, scope="proven", direction="remove", shape_k=1)
 
 
 def test_parse_sigma_range_and_lists():

@@ -51,8 +51,10 @@ def test_adult_csvs(data_root: Path) -> None:
     assert len(xtr) == 300 and len(xte) == 100  # blank line and "|1x3 Cross validator" skipped
     assert set(yte.tolist()) == {0, 1}  # "<=50K." / ">50K." parsed
     num = xtr[:, :6]  # standardized numericals
+    # float32 standardization: mean 0 up to float32 round-off
     assert torch.allclose(num.mean(0), torch.zeros(6), atol=1e-5)
     nonconst = num.std(0) > 0
+    # float32 standardization: std 1 up to float32 round-off
     assert torch.allclose(num.std(0, unbiased=False)[nonconst], torch.ones(int(nonconst.sum())), atol=1e-4)
     onehot = xtr[:, 6:]
     assert set(onehot.unique().tolist()) == {0.0, 1.0}

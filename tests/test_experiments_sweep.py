@@ -82,6 +82,7 @@ def test_aggregate_mean_std_and_best_hyperparameters() -> None:
     agg = aggregate(runs)
     assert [(r["beta"], r["n"]) for r in agg] == [(1.0, 1), (2.0, 3)]
     best = agg[1]
+    # sample std (ddof=1) of (0.70, 0.70, 0.76) = √0.0012 = 0.0346410…, written to 6 digits
     assert best["accuracy_mean"] == pytest.approx(0.72) and best["accuracy_std"] == pytest.approx(0.034641, abs=1e-5)
     assert "lr=1" in best["hyper"]
     assert ("| 1 | 2 | 1.000 | 0.9990 (proven upper bound for every shift) | 0.9000 (estimate, NOT a guarantee) | "

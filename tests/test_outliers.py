@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from opacus_gg.accountants import compute_epsilon
-from opacus_gg.analysis.outliers import (
+from opacus_gg.experiments.figures.outliers import (
     outlier_curve,
     outlier_probability,
     outlier_probability_mc,
@@ -21,16 +21,20 @@ from opacus_gg.analysis.outliers import (
 def test_gaussian_and_laplace_closed_forms():
     t = np.array([0.5, 1.0, 2.0, 4.0])
     np.testing.assert_allclose(outlier_probability(t, 2.0, 1.5), [math.erfc(x / (1.5 * math.sqrt(2))) for x in t],
-                               rtol=1e-12)
+                               rtol=1e-12)  # closed-form tail probability: float64 round-off
+    # closed-form tail probability: float64 round-off
     np.testing.assert_allclose(outlier_probability(t, 1.0, 1.5), np.exp(-t / 1.5), rtol=1e-12)
+    # closed-form tail probability: float64 round-off
     np.testing.assert_allclose(outlier_probability(t, 1.0, 0.5, max_grad_norm=3.0), np.exp(-t / 1.5), rtol=1e-12)
     assert outlier_probability(0.0, 2.7, 1.0) == pytest.approx(1.0)
 
 
 def test_any_of_d_coordinates():
     p = outlier_probability(2.0, 1.5, 1.0)
+    # 1 − (1 − p)^d in closed form: float64 round-off
     assert outlier_probability(2.0, 1.5, 1.0, dim=10) == pytest.approx(1 - (1 - p) ** 10, rel=1e-12)
     tiny = outlier_probability(60.0, 2.0, 1.0, dim=1000)  # keeps precision far below 1e-16
+    # erfc in the far tail: scipy's relative accuracy ~1e-15, 1e-9 leaves room for the log-space path
     assert tiny == pytest.approx(1000 * math.erfc(60 / math.sqrt(2)), rel=1e-9)
 
 

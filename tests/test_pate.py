@@ -67,6 +67,7 @@ def test_ggnmax_not_same_distribution_when_scale_differs():
 def _two_class_exact(beta: float, s: float, gap: float) -> float:
     """P(gap + Y0 > Y1) for i.i.d. GG(β, s): ∫ f(y) F(y + gap) dy (numerical, independent of our sampler)."""
     rv = stats.gennorm(beta, scale=s * beta ** (1.0 / beta))
+    # reference integral to near float64 precision
     return integrate.quad(lambda y: rv.pdf(y) * rv.cdf(y + gap), -np.inf, np.inf, epsabs=1e-12)[0]
 
 
@@ -80,6 +81,7 @@ def test_two_class_accuracy_matches_exact_probability(beta):
     else:
         exact = _two_class_exact(beta, s, gap)
     if beta in (1.0, 2.0):
+        # exact two-class probability vs a quadrature (epsabs 1e-12)
         assert exact == pytest.approx(_two_class_exact(beta, s, gap), abs=1e-8)
     labels = gg_noisy_argmax(torch.tensor([[gap, 0.0]]).expand(n, 2), beta, s,
                              generator=torch.Generator().manual_seed(int(beta * 10)))
@@ -209,6 +211,7 @@ def test_laplace_add_remove_matches_pld_and_pure_dp_bound():
     assert ref - 1e-3 <= eps <= ref + 0.05, (eps, ref)
     assert eps <= n / b + 0.02  # pure-DP composition bound n/b (certified ε may add its small discretization error)
     eps_rep = pate_epsilon(noise_multiplier=b, n_queries=n, delta=delta, beta=1.0, adjacency="replace").epsilon
+    # certified ε (eps_error 0.01, pessimistic) vs dp-accounting's PLD (its own grid error)
     assert eps_rep == pytest.approx(_laplace_epsilon(b, 2 * n, delta), abs=0.05)
 
 
@@ -218,12 +221,13 @@ def test_general_beta_add_remove_matches_independent_oracle_and_replace_dominate
     beta, sigma, n, delta = 1.5, 3.0, 5, 1e-5
     eps = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency="add_remove").epsilon
     ref = oracle_epsilon(beta, sigma, 1.0, n, delta, value_discretization_interval=1e-3)
-    assert eps == pytest.approx(ref, abs=0.05)
+    assert eps == pytest.approx(ref, abs=0.05)  # certified ε vs the dp-accounting oracle on a 1e-3 value grid
     rep = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency="replace").epsilon
     assert rep >= eps
     # the replace pair is exactly two 1-D shifts: the accountant's dim=2, ℓ∞ vertex case must agree
     cube = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0, steps=n, delta=delta, beta=beta, dim=2,
                            clip_norm_p=float("inf")).epsilon
+    # two accountant runs of the same mechanism: each within eps_error of the truth
     assert rep == pytest.approx(cube, abs=0.05)
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from opacus_gg.analysis.pate_experiments import (
+from opacus_gg.experiments.figures.pate_experiments import (
     accuracy_vs_beta,
     label_accuracy,
     load_votes,

@@ -29,7 +29,7 @@ import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, special
 
-from ..rdp import DEFAULT_ORDERS, log_moment
+from ..companions.rdp import DEFAULT_ORDERS, log_moment
 from ..validation import validate_delta
 from .history import Segment, normalize_history
 from .report import EpsilonReport
@@ -58,7 +58,7 @@ def _log_moment_small(j: int, a: float, beta: float) -> float:
     r"""log(1 + ∫ q·[e^{jℓ} − 1 − j(e^ℓ − 1)] dx) (= log M(j) since E_Q[e^ℓ] = 1), quadrature error added.
 
     The integrand is ≥ 0 and O(a²), so the added quadrature error is relative to M(j) − 1 instead of to M(j):
-    accurate for small shifts, where :func:`opacus_gg.rdp.log_moment` has an absolute floor of ~1e-10.
+    accurate for small shifts, where :func:`opacus_gg.companions.rdp.log_moment` has an absolute floor of ~1e-10.
     A pointwise floating-point slack 1e-15·(|e^{jℓ}−1| + j|e^ℓ−1|) is integrated too.
     """
     log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
@@ -124,7 +124,7 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
 def log_moment_upper(j: int, a: float, beta: float) -> float:
     r"""Upper bound on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)), integer j ≥ 2, scale 1.
 
-    The smaller of two quadratures that each add their error estimate: :func:`opacus_gg.rdp.log_moment`
+    The smaller of two quadratures that each add their error estimate: :func:`opacus_gg.companions.rdp.log_moment`
     (log space, for large shifts) and :func:`_log_moment_small` (M(j) − 1 directly, for small shifts).
     """
     if a == 0.0:

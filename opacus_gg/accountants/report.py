@@ -72,9 +72,10 @@ class EpsilonReport:
         """Plain-dict view (JSON friendly), with ``certified`` and the scope texts."""
         return {**asdict(self), **scope_fields(self)}
 
-    def summary(self, digits: int = DIGITS) -> str:
-        """One line: the published ε with its scope, and the equal-spread ε beside it when there is one."""
-        dim = self.details.get("dim")
+    def summary(self, digits: int = DIGITS, dim: Optional[Any] = None) -> str:
+        """One line, ``epsilon = <ε> (<scope text>) at delta = δ, dim = d``, plus the equal-spread ε when there
+        is one; ``dim`` defaults to ``details["dim"]`` (omitted when neither is known)."""
+        dim = self.details.get("dim") if dim is None else dim
         where = f" at delta = {self.delta:g}" + (f", dim = {dim}" if dim is not None else "")
         text = f"epsilon = {format_epsilon(self.epsilon, self.scope, digits)}{where}"
         if self.epsilon_equal_spreads is not None:

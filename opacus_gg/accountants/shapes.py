@@ -1,6 +1,6 @@
 r"""Candidate worst-case shift shapes for d-dimensional GG noise under ℓp clipping, and when they certify.
 
-The one definition used by the PRV accountant, :mod:`opacus_gg.rdp` and :mod:`opacus_gg.gdp`.
+The one definition used by the PRV accountant, :mod:`opacus_gg.companions.rdp` and :mod:`opacus_gg.companions.clt`.
 
 Units: noise GG(β, 1) per coordinate, sensitivity m = 1/noise_multiplier. A shift μ with ‖μ‖_p ≤ m
 spread equally over k coordinates has a_k = m·k^{−1/p} per coordinate (p = ∞: a_k = m); its privacy

@@ -41,7 +41,7 @@ def get_noise_multiplier(
     sigma_min: float = 0.05,
     sigma_max: float = 1e4,
 ) -> float:
-    r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then bisection.
+    r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then safeguarded secant steps.
 
     Returns the σ at the safe end of the bracket, so ε(σ) ≤ target_epsilon always holds (for the same
     eps_error) and target_epsilon − ε(σ) ≤ epsilon_tolerance unless σ hits ``sigma_min``. Settings the

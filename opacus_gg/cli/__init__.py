@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import sys
 import warnings
 from typing import Any, Callable, List, Optional
+
+from opacus_gg.validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_delta,
+    validate_positive,
+    validate_positive_int,
+    validate_sample_rate,
+)
 
 SUBCOMMAND_MODULES = [
     "opacus_gg.cli.accounting",  # epsilon, noise-multiplier, curve
@@ -49,62 +59,33 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text + " (default: %(default)s)"
 
 
-def _number(text: str) -> float:
+def _checked(validator: Callable[..., Any], what: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a validator of :mod:`opacus_gg.validation` (argparse names the option)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return validator(text, what)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = validator.__name__.replace("validate_", "")
+    return convert
+
+
+#: argparse ``type=`` converters, one per range, each backed by :mod:`opacus_gg.validation`
+positive_int = _checked(lambda text, what: validate_positive_int(_int(text, what), what), "an integer")
+positive_float = _checked(validate_positive, "the value")  # a finite number > 0
+beta_value = _checked(validate_beta, "β")  # the GG shape β: a finite number ≥ 1
+probability = _checked(validate_delta, "δ")  # δ ∈ (0, 1)
+rate = _checked(validate_sample_rate, "the sampling rate")  # q ∈ (0, 1]
+norm_p = _checked(lambda text, what: validate_clip_norm_p(text, 2.0, what), "p")  # ℓp exponent: p ≥ 1 or inf
+
+
+def _int(text: str, what: str) -> int:
     try:
-        return float(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def positive_int(text: str) -> int:
-    """argparse ``type=``: an integer ≥ 1 (argparse names the option in its one-line error)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
-    return v
-
-
-def positive_float(text: str) -> float:
-    """argparse ``type=``: a finite number > 0."""
-    v = _number(text)
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return v
-
-
-def beta_value(text: str) -> float:
-    """argparse ``type=``: the GG shape β, a finite number ≥ 1."""
-    v = _number(text)
-    if not (1.0 <= v < math.inf):
-        raise argparse.ArgumentTypeError(f"β must be a finite number ≥ 1, got {text!r}")
-    return v
-
-
-def probability(text: str) -> float:
-    """argparse ``type=``: a number in (0, 1) (δ)."""
-    v = _number(text)
-    if not (0.0 < v < 1.0):
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
-    return v
-
-
-def rate(text: str) -> float:
-    """argparse ``type=``: a sampling rate in (0, 1]."""
-    v = _number(text)
-    if not (0.0 < v <= 1.0):
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return v
-
-
-def norm_p(text: str) -> float:
-    """argparse ``type=``: an ℓp exponent p ≥ 1, or ``inf``."""
-    v = _number(text)
-    if not (v >= 1.0):
-        raise argparse.ArgumentTypeError(f"expected a number ≥ 1 or 'inf', got {text!r}")
-    return v
+        raise ValueError(f"{what} must be an integer ≥ 1, got {text!r}") from None
 
 
 def dim_matters(beta: float, clip_norm_p: Optional[float]) -> bool:
@@ -126,6 +107,38 @@ def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], fla
         raise CLIError(f"{flag} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the "
                        f"number of noised coordinates (only beta=2 with p<=2 does not depend on it); pass "
                        f"{flag} <number of trainable parameters>")
+
+
+def dumps_json(obj: Any) -> str:
+    """Strict JSON for ``--json``: non-finite floats become strings ("inf"), arrays lists, keys strings."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): clean(w) for k, w in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(w) for w in v]
+        if hasattr(v, "tolist"):
+            return clean(v.tolist())
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        return v
+
+    return json.dumps(clean(obj), default=str)
+
+
+DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required unless β = 2 with "
+            "p ≤ 2, since ε grows with d everywhere else")
+
+
+def add_mechanism_args(p: argparse.ArgumentParser) -> None:
+    """The options that define the subsampled GG mechanism's history: β, q, T, δ, d, p."""
+    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
+    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
+    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
+    p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
+    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--clip-norm-p", type=norm_p, default=None,
+                   help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,16 +15,26 @@ inside the commands (fast ``--help``).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 import time
 from typing import Any, Dict, Optional
 
-from . import CLIError, beta_value, needs_dim, norm_p, positive_float, positive_int, probability, rate
+from . import (
+    DIM_HELP,
+    CLIError,
+    add_mechanism_args,
+    dumps_json,
+    needs_dim,
+    norm_p,
+    positive_float,
+    positive_int,
+    probability,
+    rate,
+)
 
-__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve", "epsilon_line"]
+__all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
 
 
 def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
@@ -34,20 +44,6 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
                 steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p)
 
 
-def _dumps(obj: Dict[str, Any]) -> str:
-    """Strict JSON: non-finite floats become strings ("inf")."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return str(v)
-        if isinstance(v, dict):
-            return {k: clean(w) for k, w in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(w) for w in v]
-        return v
-
-    return json.dumps(clean(obj), default=str)
-
-
 def _reword(e: ValueError) -> CLIError:
     """The accountant's numerical refusals in words a user can act on."""
     text = str(e)
@@ -55,17 +51,6 @@ def _reword(e: ValueError) -> CLIError:
         return CLIError("epsilon is too large to bound at these settings (the privacy loss leaves the accountant's "
                         "numerical range): raise --noise-multiplier, or lower --sample-rate or --steps")
     return CLIError(text.splitlines()[0])
-
-
-def epsilon_line(rep: Any, dim: int) -> str:
-    """``epsilon = <ε> (<scope text>) at delta = δ, dim = d`` (+ the equal-spread ε when there is one),
-    labels from :func:`opacus_gg.accountants.report.format_epsilon`."""
-    from ..accountants.report import format_epsilon
-
-    text = f"epsilon = {format_epsilon(rep.epsilon, rep.scope)} at delta = {rep.delta:g}, dim = {dim}"
-    if getattr(rep, "epsilon_equal_spreads", None) is not None:
-        text += f"; {format_epsilon(rep.epsilon_equal_spreads, 'equal_spreads')}"
-    return text
 
 
 # --------------------------------------------------------------------------------------------- commands
@@ -90,13 +75,13 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
                "shape_k": rep.shape_k, "noise_multiplier": args.noise_multiplier, **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
-        print(_dumps(out))
+        print(dumps_json(out))
         return 0
     bracket = (f"sampled-PRV bracket {fmt_down(rep.epsilon_lower)} .. {fmt_up(rep.epsilon_upper)}"
                if rep.mode == "paper" else
                f"PRV lower {fmt_down(rep.epsilon_lower)}, estimate {rep.epsilon_estimate:.{DIGITS}f}; worst case: "
                f"{rep.direction} direction, shift spread over {rep.shape_k} coordinate(s)")
-    print(f"{epsilon_line(rep, kw['dim'])} [{bracket}]")
+    print(f"{rep.summary(dim=kw['dim'])} [{bracket}]")
     return 0
 
 
@@ -125,23 +110,21 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
                **scope_fields(rep), **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]
-        print(_dumps(out))
+        print(dumps_json(out))
         return 0
     print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
-          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {epsilon_line(rep, kw['dim'])}")
+          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {rep.summary(dim=kw['dim'])}")
     return 0
 
 
 def cmd_curve(args: argparse.Namespace) -> int:
     """ε against σ for several β → PNG (--plot) and CSV (--csv, default next to the PNG)."""
     from ..accountants.report import format_epsilon
-    from ..analysis.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
+    from ..validation import validate_beta
+    from ..experiments.figures.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
-    betas = parse_float_list(args.betas, "--betas")
-    bad = [b for b in betas if not 1.0 <= b < math.inf]
-    if bad:
-        raise CLIError(f"--betas: every β must be a finite number ≥ 1, got {bad[0]!r}")
+    betas = [validate_beta(b, "--betas") for b in parse_float_list(args.betas, "--betas")]
     sigmas = parse_sigma_range(args.sigmas)
     for b in betas:
         needs_dim(b, args.clip_norm_p, args.dim)
@@ -156,28 +139,17 @@ def cmd_curve(args: argparse.Namespace) -> int:
           f"({args.mode} accounting)")
     print(f"{'beta':>6} {'sigma':>8} {'paper_sigma':>12}  epsilon (scope)")
     for r in rows:
-        # the curve rows carry the report's `certified` flag: proven, else paper mode (an estimate) or the
-        # certified mode's equal-spread envelope
-        scope = "proven" if r["certified"] else ("estimate" if args.mode == "paper" else "equal_spreads")
-        shown = format_epsilon(r["epsilon"], scope) if math.isfinite(r["epsilon"]) else f"inf ({r['error']})"
+        shown = (format_epsilon(r["epsilon"], r["epsilon_scope"]) if math.isfinite(r["epsilon"])
+                 else f"inf ({r['error']})")
         print(f"{r['beta']:>6g} {r['noise_multiplier']:>8.4g} {r['paper_sigma']:>12.4g}  {shown}")
     print(f"wrote {png} and {csv_path}")
     return 0
 
 
 # ------------------------------------------------------------------------------------------------- parser
-DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); required unless β = 2 with "
-            "p ≤ 2, since ε grows with d everywhere else")
-
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
-    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
-    p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
-    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
-    p.add_argument("--clip-norm-p", type=norm_p, default=None,
-                   help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
+    add_mechanism_args(p)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",

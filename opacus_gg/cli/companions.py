@@ -4,23 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from typing import Any, Dict
 
-from . import beta_value, needs_dim, norm_p, positive_float, positive_int, probability, rate
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if hasattr(x, "tolist"):
-        return _jsonable(x.tolist())
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
+from . import add_mechanism_args, beta_value, dumps_json, needs_dim, positive_float, positive_int, probability
 
 
 def compare_epsilons(
@@ -30,8 +16,8 @@ def compare_epsilons(
     """ε from the GG PRV accountant, paper mode, the CLT estimate and the RDP bound, side by side, each with
     ``scope`` (proven / equal_spreads / estimate)."""
     from opacus_gg.accountants import compute_epsilon
-    from opacus_gg.gdp import clt_epsilon
-    from opacus_gg.rdp import compute_rdp_epsilon
+    from opacus_gg.companions.clt import clt_epsilon
+    from opacus_gg.companions.rdp import compute_rdp_epsilon
 
     common = dict(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta, beta=beta,
                   dim=dim, clip_norm_p=clip_norm_p)
@@ -62,7 +48,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     res = compare_epsilons(beta=args.beta, noise_multiplier=args.noise_multiplier, sample_rate=args.sample_rate,
                            steps=args.steps, delta=args.delta, dim=args.dim, clip_norm_p=args.clip_norm_p)
     if args.json:
-        print(json.dumps(_jsonable({k: v["epsilon"] for k, v in res.items()} | {"details": res})))
+        print(dumps_json({k: v["epsilon"] for k, v in res.items()} | {"details": res}))
         return 0
     print(f"beta={args.beta} noise_multiplier={args.noise_multiplier} sample_rate={args.sample_rate} "
           f"steps={args.steps} delta={args.delta} dim={args.dim}")
@@ -73,11 +59,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_counts(args: argparse.Namespace) -> int:
-    from opacus_gg.counting import counting_report
+    from opacus_gg.companions.counting import counting_report
 
     rep = counting_report(args.k, args.beta, args.epsilon, args.delta)
     if args.json:
-        print(json.dumps(_jsonable(rep.to_dict())))
+        print(dumps_json(rep.to_dict()))
         return 0
     print(f"{rep.k} counting queries, beta={rep.beta}, ({rep.epsilon}, {rep.delta})-DP [certified calibration]")
     print(f"  GG scale s            = {rep.scale:.6g}   (noise std {rep.noise_std:.6g})")
@@ -95,14 +81,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="accountant vs paper-mode vs CLT vs RDP epsilon, side by side",
                               description="ε of the same subsampled GG mechanism from four analyses, each printed "
                                           "with its scope (proven / over equal spreads / estimate).")
-    p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1")
     p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0")
-    p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T")
-    p.add_argument("--delta", type=probability, required=True, help="δ in (0, 1)")
-    p.add_argument("--dim", type=positive_int, default=None,
-                   help="noised coordinates d; required unless β = 2 with p ≤ 2 (ε grows with d)")
-    p.add_argument("--clip-norm-p", type=norm_p, default=None, help="ℓp clipping norm (default: β)")
+    add_mechanism_args(p)
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=_cmd_compare)
 

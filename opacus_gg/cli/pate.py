@@ -70,8 +70,8 @@ def run_pate(args: argparse.Namespace) -> int:
 
 def run_pate_experiment(args: argparse.Namespace) -> int:
     """Label accuracy against β at equal certified (ε, δ); writes pate_experiment.csv and .png."""
-    from ..analysis.outliers import write_csv
-    from ..analysis.pate_experiments import accuracy_vs_beta, load_votes, plot_accuracy_vs_beta, simulate_histograms
+    from ..experiments.figures.outliers import write_csv
+    from ..experiments.figures.pate_experiments import accuracy_vs_beta, load_votes, plot_accuracy_vs_beta, simulate_histograms
 
     gaps = None
     if args.votes is not None:
@@ -98,7 +98,7 @@ def run_pate_experiment(args: argparse.Namespace) -> int:
 
 def run_outliers(args: argparse.Namespace) -> int:
     """P(|noise| > τ) against β for GG mechanisms of equal certified (ε, δ); writes outliers.csv and .png."""
-    from ..analysis.outliers import default_panels, plot_outlier_curves, write_csv
+    from ..experiments.figures.outliers import default_panels, plot_outlier_curves, write_csv
 
     panels = default_panels(betas=args.betas, thresholds=args.thresholds, target_epsilon=args.target_epsilon,
                             target_delta=args.delta, sample_rate=args.sample_rate, steps=args.steps, dim=args.dim)

@@ -13,12 +13,20 @@ takes a path to any YAML file or the name of a bundled config (``quickstart``, `
 from __future__ import annotations
 
 import copy
-import math
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Union
 
 import yaml
+
+from ..validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_delta,
+    validate_nonnegative,
+    validate_positive,
+    validate_positive_int,
+)
 
 Config = Dict[str, Any]
 
@@ -210,16 +218,22 @@ def apply_overrides(cfg: Config, overrides: Union[Mapping[str, Any], Iterable[st
     return out
 
 
+def _number(name: str, value: Any) -> Any:
+    """A YAML number (int or float, not a bool or a string); its range is checked by :mod:`opacus_gg.validation`."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return value
+
+
 def _positive(name: str, value: Any, *, integer: bool = False, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and integer:
-        ok = float(value).is_integer()
-    if ok:
-        ok = value >= 0 if allow_zero else value > 0
-    if not ok:
-        kind = "integer" if integer else "number"
-        rng = "≥ 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite {kind} {rng}, got {value!r}")
+    """A finite number > 0 (≥ 0 with ``allow_zero``), an integer with ``integer``."""
+    _number(name, value)
+    if integer:
+        validate_positive_int(value, name, minimum=0 if allow_zero else 1)
+    elif allow_zero:
+        validate_nonnegative(value, name)
+    else:
+        validate_positive(value, name)
 
 
 def validate_config(cfg: Config) -> Config:
@@ -231,16 +245,11 @@ def validate_config(cfg: Config) -> Config:
         raise ValueError(f"model.name must be one of {MODELS}, got {m['name']!r}")
     if d["features"] not in FEATURES:
         raise ValueError(f"data.features must be one of {FEATURES}, got {d['features']!r}")
-    beta = p["beta"]
-    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or not (1 <= beta < math.inf):
-        raise ValueError(f"privacy.beta must be a finite number ≥ 1, got {beta!r}")
-    cp = p["clip_norm_p"]
-    if cp is not None and (not isinstance(cp, (int, float)) or isinstance(cp, bool) or not cp >= 1):
-        raise ValueError(f"privacy.clip_norm_p must be null or a number ≥ 1 (inf allowed), got {cp!r}")
+    beta = validate_beta(_number("privacy.beta", p["beta"]), "privacy.beta")
+    if p["clip_norm_p"] is not None:
+        validate_clip_norm_p(_number("privacy.clip_norm_p", p["clip_norm_p"]), beta, "privacy.clip_norm_p")
     _positive("privacy.max_grad_norm", p["max_grad_norm"])
-    delta = p["target_delta"]
-    if not isinstance(delta, (int, float)) or not (0 < delta < 1):
-        raise ValueError(f"privacy.target_delta must be in (0, 1), got {delta!r}")
+    validate_delta(_number("privacy.target_delta", p["target_delta"]), "privacy.target_delta")
     if p["noise_multiplier"] is None:
         _positive("privacy.target_epsilon", p["target_epsilon"])
     else:
@@ -270,8 +279,7 @@ def validate_config(cfg: Config) -> Config:
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     for key in ("n_train", "n_test", "n_features", "vocab_size", "max_len"):
         _positive(f"data.{key}", d[key], integer=True)
-    if not (isinstance(d["n_classes"], int) and d["n_classes"] >= 2):
-        raise ValueError(f"data.n_classes must be an integer ≥ 2, got {d['n_classes']!r}")
+    validate_positive_int(d["n_classes"], "data.n_classes", minimum=2, allow_float=False)
     for key in ("limit_train", "limit_test"):
         if d[key] is not None:
             _positive(f"data.{key}", d[key], integer=True)

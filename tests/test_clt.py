@@ -1,4 +1,4 @@
-"""CLT / GDP estimates (opacus_gg.gdp): Bu et al. Table 1, Opacus's gdp accountant, χ² closed forms."""
+"""CLT / GDP estimates (opacus_gg.companions.clt): Bu et al. Table 1, Opacus's gdp accountant, χ² closed forms."""
 
 import math
 import warnings
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from opacus_gg import gdp
+from opacus_gg.companions import clt
 from opacus_gg.accountants import compute_epsilon
 
 N, BATCH, DELTA = 60000, 256, 1e-5
@@ -23,7 +23,7 @@ def _steps(epochs):
 
 @pytest.mark.parametrize("sigma,epochs,mu_printed,eps_printed", TABLE1)
 def test_bu_table1_mu_and_eps(sigma, epochs, mu_printed, eps_printed):
-    est = gdp.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=_steps(epochs), delta=DELTA)
+    est = clt.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=_steps(epochs), delta=DELTA)
     assert abs(est.mu - mu_printed) <= 0.005 + 1e-12
     assert abs(est.epsilon - eps_printed) <= 0.005 + 1e-12
     assert est.certified is False and "NOT" in est.label
@@ -41,16 +41,19 @@ def test_matches_opacus_gdp_accountant(sigma, epochs):
         acc.step(noise_multiplier=sigma, sample_rate=Q)
     acc.history = [(sigma, Q, steps)]
     ref = acc.get_epsilon(DELTA, poisson=True)
-    est = gdp.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
+    est = clt.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
+    # the same μ-GDP formula as Opacus's gdp accountant; our χ² by quadrature (≪ 1e-6)
     assert est.epsilon == pytest.approx(ref, rel=1e-6)
 
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.5])
 def test_chi2_closed_forms(sigma):
-    assert gdp.chi_squared(sigma, 2.0) == pytest.approx(math.expm1(sigma**-2), rel=1e-8)
-    assert gdp.chi_squared(sigma, 1.0) == pytest.approx(gdp.chi_squared_laplace(sigma), rel=1e-8)
+    # χ² by quadrature vs the Gaussian closed form e^{1/σ²} − 1
+    assert clt.chi_squared(sigma, 2.0) == pytest.approx(math.expm1(sigma**-2), rel=1e-8)
+    # χ² by quadrature vs the Laplace closed form
+    assert clt.chi_squared(sigma, 1.0) == pytest.approx(clt.chi_squared_laplace(sigma), rel=1e-8)
     a = 1 / sigma
-    assert gdp.chi_squared_laplace(sigma) == pytest.approx((2 / 3) * math.exp(a) + math.exp(-2 * a) / 3 - 1)
+    assert clt.chi_squared_laplace(sigma) == pytest.approx((2 / 3) * math.exp(a) + math.exp(-2 * a) / 3 - 1)
 
 
 @pytest.mark.parametrize("beta", [1.3, 3.0])
@@ -60,28 +63,31 @@ def test_chi2_matches_independent_scipy_quadrature(beta):
     lim = 40 if beta < 2 else 9
     val, _ = integrate.quad(lambda x: dist.pdf(x - 1 / sigma) ** 2 / dist.pdf(x), -lim, lim, points=[0, 1 / sigma],
                             limit=400)
-    assert gdp.chi_squared(sigma, beta) == pytest.approx(val - 1, rel=1e-6)
+    assert clt.chi_squared(sigma, beta) == pytest.approx(val - 1, rel=1e-6)  # two quadratures of the same integral
 
 
 def test_rotation_invariance_at_beta2_and_dimension_growth_above_2():
-    assert gdp.chi_squared(1.0, 2.0, k=50) == pytest.approx(gdp.chi_squared(1.0, 2.0, k=1), rel=1e-8)
-    chis = [gdp.chi_squared(1.0, 3.0, k=k) for k in (1, 10, 100)]
+    # β = 2 is dimension-free: the same χ² up to quadrature error
+    assert clt.chi_squared(1.0, 2.0, k=50) == pytest.approx(clt.chi_squared(1.0, 2.0, k=1), rel=1e-8)
+    chis = [clt.chi_squared(1.0, 3.0, k=k) for k in (1, 10, 100)]
     assert chis[0] < chis[1] < chis[2]  # β > 2: spreading the shift increases χ² (no dimension independence)
-    est = gdp.clt_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=1000)
+    est = clt.clt_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=1000)
     assert est.shape_k == 1000
 
 
 def test_delta_epsilon_duality_and_tradeoff():
     mu = 1.3
     for eps in (0.0, 0.5, 2.0):
-        d = gdp.delta_from_mu(eps, mu)
+        d = clt.delta_from_mu(eps, mu)
         # δ(ε) = 1 + f*(-e^ε) = max_α 1 - G_μ(α) - e^ε α
         alphas = np.linspace(0, 1, 200001)
-        assert d == pytest.approx(np.max(1 - gdp.tradeoff(alphas, mu) - math.exp(eps) * alphas), abs=1e-6)
+        # max over a grid of step 5e-6 in α: the grid's resolution
+        assert d == pytest.approx(np.max(1 - clt.tradeoff(alphas, mu) - math.exp(eps) * alphas), abs=1e-6)
         if eps > 0:
-            assert gdp.epsilon_from_mu(mu, d) == pytest.approx(eps, rel=1e-7)
-    assert gdp.tradeoff(0.0, mu) == pytest.approx(1.0) and gdp.tradeoff(1.0, mu) == pytest.approx(0.0)
-    assert gdp.epsilon_from_mu(0.01, 0.5) == 0.0  # δ above δ(0): ε = 0
+            # ε from δ inverts δ from ε with a root finder (xtol ≪ 1e-7)
+            assert clt.epsilon_from_mu(mu, d) == pytest.approx(eps, rel=1e-7)
+    assert clt.tradeoff(0.0, mu) == pytest.approx(1.0) and clt.tradeoff(1.0, mu) == pytest.approx(0.0)
+    assert clt.epsilon_from_mu(0.01, 0.5) == 0.0  # δ above δ(0): ε = 0
 
 
 @pytest.mark.parametrize("kwargs,name", [
@@ -91,7 +97,7 @@ def test_bad_input(kwargs, name):
     base = dict(noise_multiplier=1.0, sample_rate=0.01, steps=10, delta=1e-5)
     base.update(kwargs)
     with pytest.raises(ValueError, match=name):
-        gdp.clt_epsilon(**base)
+        clt.clt_epsilon(**base)
 
 
 def test_clt_is_not_a_bound_on_bu_settings():
@@ -100,6 +106,6 @@ def test_clt_is_not_a_bound_on_bu_settings():
     for sigma, epochs, _, _ in TABLE1[:3]:
         steps = _steps(epochs)
         cert = compute_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
-        clt = gdp.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
-        larger += cert.epsilon_lower > clt.epsilon  # even the accountant's lower bound exceeds the CLT ε
+        est = clt.clt_epsilon(noise_multiplier=sigma, sample_rate=Q, steps=steps, delta=DELTA)
+        larger += cert.epsilon_lower > est.epsilon  # even the accountant's lower bound exceeds the CLT ε
     assert larger == 3

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .. import distribution
-from ..validation import validate_positive_int
+from ... import distribution
+from ...validation import validate_beta, validate_delta, validate_positive_int, validate_scale
 
 __all__ = [
     "outlier_probability",
@@ -48,7 +48,7 @@ def outlier_probability(
     Computed as -expm1(d·log1p(-p)) so tiny probabilities keep their precision.
     """
     t = _validate_threshold(threshold)
-    scale = distribution.validate_scale(noise_multiplier, "noise_multiplier") * distribution.validate_scale(
+    scale = validate_scale(noise_multiplier, "noise_multiplier") * validate_scale(
         max_grad_norm, "max_grad_norm"
     )
     d = validate_positive_int(dim, "dim", allow_float=False)
@@ -75,9 +75,8 @@ def outlier_probability_mc(
     """
     t = float(_validate_threshold(threshold))
     n = validate_positive_int(n_samples, "n_samples", allow_float=False)
-    if not (0.0 < confidence < 1.0):
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    scale = distribution.validate_scale(noise_multiplier, "noise_multiplier") * distribution.validate_scale(
+    confidence = validate_delta(confidence, "confidence")  # a probability in (0, 1)
+    scale = validate_scale(noise_multiplier, "noise_multiplier") * validate_scale(
         max_grad_norm, "max_grad_norm"
     )
     y = distribution.sample((n,), beta, scale, generator=generator, dtype=torch.float64)
@@ -121,9 +120,9 @@ def outlier_curve(
     times), then p = :func:`outlier_probability` (τ, β, σ_β) for each τ in ``thresholds`` (units of the noise,
     i.e. absolute values when ``max_grad_norm`` = sensitivity = 1).
     """
-    from .. import accountants
+    from ... import accountants
 
-    betas = [distribution.validate_beta(b) for b in betas]
+    betas = [validate_beta(b) for b in betas]
     if not betas:
         raise ValueError("betas must contain at least one value ≥ 1")
     ts = [float(x) for x in _validate_threshold(list(thresholds))]

@@ -37,8 +37,8 @@ import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, optimize, special
 
-from .accountants.shapes import is_certified, per_coordinate_shift, shape_ks
-from .validation import (
+from ..accountants.shapes import is_certified, per_coordinate_shift, shape_ks
+from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,

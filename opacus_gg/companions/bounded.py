@@ -30,7 +30,7 @@ import torch
 from scipy import special
 from scipy.stats import norm
 
-from .validation import validate_order, validate_positive
+from ..validation import validate_order, validate_positive
 
 __all__ = [
     "rectify",

@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .. import distribution
-from ..pate import gg_noisy_argmax, pate_noise_multiplier, validate_adjacency, validate_votes
+from ...validation import validate_beta, validate_positive, validate_positive_int
+from ...pate import gg_noisy_argmax, pate_noise_multiplier, validate_adjacency, validate_votes
 
 __all__ = [
     "SimulatedHistograms",
@@ -58,15 +58,12 @@ def simulate_histograms(
     x1 = x0(1 - r), x2 = 0.95·x1, x3..x_{N-2} ~ U{0..⌊x2⌋}, x_{N-1} = V - Σ_{i<N-1} x_i (N ≥ 4), redrawn unless
     0 ≤ x_{N-1} ≤ x1 (N = 3: x0 + x1 + x2 = V, deterministic). Class 0 holds the plurality (label 0).
     """
-    if isinstance(n_histograms, bool) or not isinstance(n_histograms, (int, np.integer)) or n_histograms < 1:
-        raise ValueError(f"n_histograms must be an integer ≥ 1, got {n_histograms!r}")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer ≥ 2, got {n_classes!r}")
+    validate_positive_int(n_histograms, "n_histograms", allow_float=False)
+    validate_positive_int(n_classes, "n_classes", minimum=2, allow_float=False)
     lo, hi = (float(g) for g in gap_range)
     if not (0.0 < lo <= hi < 1.0):
         raise ValueError(f"gap_range must satisfy 0 < low ≤ high < 1, got {gap_range!r}")
-    if not (np.isfinite(total_votes) and total_votes > 0):
-        raise ValueError(f"total_votes must be a finite number > 0, got {total_votes!r}")
+    validate_positive(total_votes, "total_votes")
     rng = np.random.default_rng(seed)
     r = np.linspace(lo, hi, n_histograms)
     n, k, V = int(n_histograms), int(n_classes), float(total_votes)
@@ -135,8 +132,7 @@ def label_accuracy(
     """
     v = validate_votes(votes)
     y = torch.argmax(v, dim=1) if labels is None else _validate_labels(labels, v)
-    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
-        raise ValueError(f"trials must be an integer ≥ 1, got {trials!r}")
+    validate_positive_int(trials, "trials", allow_float=False)
     pred = gg_noisy_argmax(v.repeat(int(trials), 1), beta, noise_multiplier, generator=generator)
     per_query = (pred.view(int(trials), -1) == y).double().mean(dim=0).cpu().numpy()
     se = float(per_query.std(ddof=1) / np.sqrt(per_query.size)) if per_query.size > 1 else 0.0
@@ -161,7 +157,7 @@ def accuracy_vs_beta(
     :func:`label_accuracy` with a generator seeded by ``seed``. Returns (rows, per-query accuracy by β).
     """
     validate_adjacency(adjacency)
-    betas = [distribution.validate_beta(b) for b in betas]
+    betas = [validate_beta(b) for b in betas]
     if not betas:
         raise ValueError("betas must contain at least one value ≥ 1")
     rows, per_query = [], {}

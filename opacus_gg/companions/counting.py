@@ -27,8 +27,8 @@ import numpy as np
 from scipy import integrate, optimize, special
 from scipy.stats import norm
 
-from .distribution import validate_beta, validate_scale, variance
-from .validation import validate_delta, validate_epsilon, validate_positive_int
+from ..distribution import variance
+from ..validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
 
 __all__ = [
     "analytic_gaussian_sigma",
@@ -119,7 +119,7 @@ def calibrate_scale(
     The accountant returns the smallest s (to ``epsilon_tolerance`` in ε) whose certified upper ε (PRV
     discretisation error ``eps_error``) is ≤ ε, so s is never below what (ε, δ) requires."""
     k, beta, epsilon, delta = _k(k), validate_beta(beta), validate_epsilon(epsilon, "epsilon"), validate_delta(delta)
-    from .accountants import get_noise_multiplier  # the certified accountant (issue 3)
+    from ..accountants import get_noise_multiplier  # the certified accountant
 
     return float(get_noise_multiplier(
         target_epsilon=epsilon, target_delta=delta, sample_rate=1.0, steps=1, beta=beta, dim=k,

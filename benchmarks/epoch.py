@@ -1,13 +1,16 @@
-"""Wall time of β-DP-SGD steps for a config's model at the real dataset's input shape (random inputs).
+"""Wall time of one β-DP-SGD epoch of each paper config on this machine (random inputs of the real shapes).
+
+    python benchmarks/epoch.py [--steps 10] [--beta 2] [--device cpu] [adult_fcn ...]
 
 Seconds per step are measured over ``steps`` Poisson-sampled private steps (after one warm-up step) and
-multiplied by the full dataset's steps per epoch, ⌈n / batch_size⌉; the one-time scattering transform and
-the accountant are not included (they are reported separately by :func:`opacus_gg.experiments.train.run`).
+multiplied by the full dataset's steps per epoch, ``steps_for_epochs(1, sample_rate=batch_size/n)`` = ⌈n/batch_size⌉;
+the one-time scattering transform and the accountant are not included (:func:`opacus_gg.experiments.train.run`
+reports them separately).
 """
 
 from __future__ import annotations
 
-import math
+import argparse
 import time
 import warnings
 from typing import Any, Dict
@@ -16,10 +19,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .config import Config, validate_config
-from .models import build_model, count_parameters
-
-__all__ = ["FULL_SIZES", "time_epoch"]
+from opacus_gg.experiments.config import Config, apply_overrides, bundled_configs, load_config, validate_config
+from opacus_gg.experiments.models import build_model, count_parameters
+from opacus_gg.steps import steps_for_epochs
 
 # training-set size, input shape, classes of the paper's datasets (scatternet models see 243×8×8 features)
 FULL_SIZES: Dict[str, Dict[str, Any]] = {
@@ -32,7 +34,7 @@ FULL_SIZES: Dict[str, Dict[str, Any]] = {
 
 def time_epoch(cfg: Config, steps: int = 10) -> Dict[str, Any]:
     """Measure s/step of private training for ``cfg``'s model; extrapolate to one full epoch."""
-    from .train import make_privacy_engine
+    from opacus_gg.experiments.train import make_privacy_engine
 
     cfg = validate_config(cfg)
     d, p, t = cfg["data"], cfg["privacy"], cfg["train"]
@@ -64,7 +66,28 @@ def time_epoch(cfg: Config, steps: int = 10) -> Dict[str, Any]:
         optimizer.step()
         times.append(time.perf_counter() - t0)
     per_step = sum(times[1:]) / max(len(times) - 1, 1)
-    steps_full = math.ceil(info["n"] / batch)
+    steps_full = steps_for_epochs(1, sample_rate=min(1.0, batch / info["n"]))  # Poisson rate q = B/n
     return {"config": cfg["name"], "beta": float(p["beta"]), "dim": count_parameters(model._module),
             "batch_size": batch, "seconds_per_step": per_step, "steps_per_epoch": steps_full,
             "seconds_per_epoch": per_step * steps_full, "steps_timed": len(times) - 1}
+
+
+def main() -> None:
+    """Time each config given on the command line (default: every paper config) and print min/epoch."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configs", nargs="*", default=[c for c in bundled_configs() if c != "quickstart"])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--beta", type=float, default=2.0)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    print(f"torch threads: {torch.get_num_threads()}")
+    for path in args.configs:
+        cfg = apply_overrides(load_config(path), {"privacy.beta": args.beta, "device": args.device})
+        r = time_epoch(cfg, args.steps)
+        print(f"{r['config']:20s} β={r['beta']:g} d={r['dim']:>8d} B={r['batch_size']:4d}: "
+              f"{r['seconds_per_step']:.3f} s/step × {r['steps_per_epoch']} steps = "
+              f"{r['seconds_per_epoch'] / 60:.1f} min/epoch")
+
+
+if __name__ == "__main__":
+    main()

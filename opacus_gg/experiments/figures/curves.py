@@ -13,13 +13,15 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..distribution import scale_to_paper_sigma, validate_beta
+from ...distribution import scale_to_paper_sigma
+from ...accountants.report import SCOPE_TEXT, SCOPES
+from ...validation import validate_beta, validate_positive
 
 __all__ = ["CURVE_FIELDS", "privacy_curve", "write_curve_csv", "plot_privacy_curve", "parse_float_list",
            "parse_sigma_range"]
 
 CURVE_FIELDS = ["beta", "noise_multiplier", "paper_sigma", "epsilon", "epsilon_lower", "epsilon_estimate",
-                "epsilon_upper", "certified", "mode", "direction", "shape_k", "delta", "sample_rate", "steps",
+                "epsilon_upper", "certified", "epsilon_scope", "mode", "direction", "shape_k", "delta", "sample_rate", "steps",
                 "dim", "clip_norm_p", "error"]
 
 
@@ -50,9 +52,7 @@ def parse_sigma_range(text: str) -> List[float]:
         vals = [start] if num == 1 else [start + (stop - start) * i / (num - 1) for i in range(num)]
     else:
         vals = parse_float_list(text, "sigmas")
-    if any(v <= 0 for v in vals):
-        raise ValueError(f"sigmas (noise multipliers) must all be > 0, got {text!r}")
-    return vals
+    return [validate_positive(v, "sigmas (noise multipliers)") for v in vals]
 
 
 def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: float, sample_rate: float = 1.0,
@@ -61,18 +61,19 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
                   epsilon_fn: Optional[Callable[..., object]] = None) -> List[Dict[str, object]]:
     r"""ε(σ) for every (β, σ): one row per pair, ε from the accountant (an EpsilonReport).
 
-    Rows carry ``epsilon`` (certified upper bound in certified mode; the paper's sampled-PRV number in paper
-    mode, ``certified=False``), its lower/estimate/upper, and ``paper_sigma`` = β·σ^β (the paper's σ_p at C = 1).
+    Rows carry ``epsilon`` with its ``epsilon_scope`` (the report's ``scope``: "proven" in certified mode, the
+    paper's sampled-PRV number in paper mode is an "estimate"), its lower/estimate/upper, and ``paper_sigma`` = β·σ^β (the paper's σ_p at C = 1).
     Settings the accountant cannot bound give ε = inf and the reason in ``error`` (never a smaller number).
     ``epsilon_fn`` defaults to :func:`opacus_gg.accountants.compute_epsilon`.
     """
     betas = [validate_beta(b) for b in betas]
-    if not sigmas or any(not (float(s) > 0 and math.isfinite(float(s))) for s in sigmas):
-        raise ValueError(f"sigmas must be a non-empty list of finite numbers > 0, got {list(sigmas)!r}")
+    if not sigmas:
+        raise ValueError("sigmas must be a non-empty list of finite numbers > 0, got []")
+    sigmas = [validate_positive(s, "sigmas") for s in sigmas]
     if mode not in ("certified", "paper"):
         raise ValueError(f"mode must be 'certified' or 'paper', got {mode!r}")
     if epsilon_fn is None:
-        from ..accountants import compute_epsilon as epsilon_fn  # the certified accountant (other module)
+        from ...accountants import compute_epsilon as epsilon_fn  # the certified accountant (other module)
     rows: List[Dict[str, object]] = []
     for beta in betas:
         for sigma in sigmas:
@@ -87,12 +88,14 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
                                  beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error)
             except (RuntimeError, OverflowError, FloatingPointError) as e:  # unbounded here: report, never hide
                 row.update(epsilon=math.inf, epsilon_lower=math.nan, epsilon_estimate=math.nan,
-                           epsilon_upper=math.inf, certified=mode == "certified", direction="", shape_k="",
+                           epsilon_upper=math.inf, certified=mode == "certified",
+                           epsilon_scope="proven" if mode == "certified" else "estimate", direction="", shape_k="",
                            error=str(e).splitlines()[0] if str(e) else type(e).__name__)
             else:
                 row.update(epsilon=float(rep.epsilon), epsilon_lower=float(rep.epsilon_lower),
                            epsilon_estimate=float(rep.epsilon_estimate), epsilon_upper=float(rep.epsilon_upper),
-                           certified=bool(rep.certified), direction=rep.direction, shape_k=rep.shape_k)
+                           certified=bool(rep.certified), epsilon_scope=rep.scope, direction=rep.direction,
+                           shape_k=rep.shape_k)
             rows.append(row)
     return rows
 
@@ -113,8 +116,9 @@ def plot_privacy_curve(rows: Sequence[Dict[str, object]], path: str, *,
                        epsilon_line: Optional[float] = None, title: Optional[str] = None) -> str:
     """Plot ε against σ, one line per β (matplotlib, Agg backend), save a PNG to ``path``.
 
-    Non-certified rows (paper mode) put "NOT a privacy guarantee" in the title; ``epsilon_line`` draws the
-    paper's horizontal line of equal privacy (Figure 2 uses ε = 4).
+    The y label states what ε is: the weakest ``epsilon_scope`` among the rows, in the words of
+    :data:`opacus_gg.accountants.report.SCOPE_TEXT`; ``epsilon_line`` draws the paper's horizontal line of equal
+    privacy (Figure 2 uses ε = 4).
     """
     import matplotlib
 
@@ -132,13 +136,11 @@ def plot_privacy_curve(rows: Sequence[Dict[str, object]], path: str, *,
     if epsilon_line is not None:
         ax.axhline(float(epsilon_line), color="red", lw=1, ls="--")
     ax.set_xlabel("noise multiplier σ")
-    ax.set_ylabel("ε")
+    scope = max((str(r["epsilon_scope"]) for r in rows), key=SCOPES.index)  # SCOPES runs strongest → weakest
+    ax.set_ylabel(f"ε ({SCOPE_TEXT[scope]})", fontsize=8)
     r0 = rows[0]
-    certified = all(bool(r["certified"]) for r in rows)
     default_title = (f"δ = {float(r0['delta']):g}, q = {float(r0['sample_rate']):g}, T = {r0['steps']}, "
-                     f"d = {r0['dim']}, {r0['mode']}")
-    if not certified:
-        default_title += "\nNOT a privacy guarantee (paper mode)"
+                     f"d = {r0['dim']}, {r0['mode']}\nε: {SCOPE_TEXT[scope]}")
     ax.set_title(title or default_title, fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)

@@ -1,1 +1,0 @@
-"""Analyses of the GG mechanism: privacy curves, outlier probabilities, PATE experiments."""
