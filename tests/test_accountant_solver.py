@@ -94,7 +94,7 @@ def test_accountant_beta_above_2_is_proven_by_the_ball_rdp_bound():
 
 
 def test_solver_accounts_every_step_training_runs_75_batches_3_epochs():
-    """Issue 13: 75 batches × 3 epochs at β = 1.5, target ε = 3; int(3/(1/75)) = 224 undercounts the 225 run."""
+    """75 batches × 3 epochs at β = 1.5, target ε = 3; int(3/(1/75)) = 224 undercounts the 225 run."""
     dl = DPDataLoader.from_data_loader(DataLoader(TensorDataset(torch.zeros(75, 1)), batch_size=1))
     q = 1.0 / 75
     sigma = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=q, epochs=3, beta=1.5)

@@ -309,7 +309,7 @@ def test_adaptive_clipping_beta2_runs():
     assert len(pe.accountant) > 0
 
 
-# -- make_private_with_epsilon: Opacus's σ at β = 2, steps from steps_for_epochs (issue 13) ----------------
+# -- make_private_with_epsilon: Opacus's σ at β = 2, steps from steps_for_epochs -------------------------
 
 
 @pytest.mark.parametrize(
@@ -370,7 +370,7 @@ def _check_no_overshoot(n_batches, epochs, beta, accountant):
 @pytest.mark.parametrize("n_batches,epochs", _EPOCH_PAIRS_CI)
 @pytest.mark.parametrize("beta,accountant", [(1.5, "gg_prv"), (2.0, "gg_prv"), (2.0, "prv")])
 def test_epsilon_after_training_never_exceeds_target(n_batches, epochs, beta, accountant):
-    """75 × 3: Opacus's int(3/(1/75)) = 224 steps would give ε(225) = 3.0009 > 3 at β = 1.5 (issue 13)."""
+    """75 × 3: Opacus's int(3/(1/75)) = 224 steps would give ε(225) = 3.0009 > 3 at β = 1.5."""
     _check_no_overshoot(n_batches, epochs, beta, accountant)
 
 
