@@ -39,6 +39,7 @@ __all__ = [
     "ball_log_moment",
     "ball_log_moments",
     "subsampled_rdp_from_log_moments",
+    "step_rdp",
     "rdp_ball_curves",
     "rdp_ball_epsilon",
     "rdp_ball_delta",
@@ -334,6 +335,21 @@ def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, l
     return {"remove": np.array(remove) * up, "add": np.array(add) * up}
 
 
+@lru_cache(maxsize=256)
+def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int, clip_norm_p: float,
+             orders: Tuple[int, ...]) -> Dict[str, np.ndarray]:
+    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders).
+
+    = :func:`subsampled_rdp_from_log_moments` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
+    arrays are read-only (shared by every history with this step: growing histories and noise schedules).
+    """
+    logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
+    one = subsampled_rdp_from_log_moments(orders, sample_rate, logm)
+    for v in one.values():
+        v.setflags(write=False)
+    return one
+
+
 def _validate_orders(orders: Optional[Sequence[int]]) -> list:
     orders = [int(o) for o in (DEFAULT_ORDERS if orders is None else orders)]
     if not orders or any(o < 2 for o in orders):
@@ -353,10 +369,8 @@ def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[
     if any(s.noise_multiplier == 0.0 for s in segs):
         return {k: np.full(len(orders), np.inf) for k in ("remove", "add")}
     total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
-    max_order = max(orders)
     for s in segs:
-        logm = ball_log_moments(max_order, s.noise_multiplier, s.beta, s.dim, s.clip_norm_p)
-        one = subsampled_rdp_from_log_moments(orders, s.sample_rate, logm)
+        one = step_rdp(s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p, tuple(int(o) for o in orders))
         for k in total:
             total[k] = total[k] + s.steps * one[k]
     return {k: np.where(np.isfinite(v), v, np.inf) for k, v in total.items()}
