@@ -13,7 +13,7 @@ from opacus_gg.accountants.shapes import is_certified
 from opacus_gg.accountants import compute_epsilon
 from opacus_gg.accountants import ball_rdp as br
 from opacus_gg.accountants.report import EpsilonReport
-from opacus_gg.rdp import DEFAULT_ORDERS, log_moment, subsampled_rdp
+from opacus_gg.accountants.renyi import DEFAULT_ORDERS, log_moment, subsampled_rdp
 
 
 def _laplace_log_moment(j: int, a: float) -> float:
