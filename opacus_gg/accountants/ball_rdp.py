@@ -272,7 +272,7 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:
             return bound
-        loose = loose[np.argsort(-e[loose])][:_SPLITS_PER_ROUND]
+        loose = _pick_splits(loose, e, G, Kq, U, s, lam_low)
         new = np.array([a for a in (_split(A[i], A[i + 1]) for i in loose.tolist())])
         new = new[(new > A[loose]) & (new < A[loose + 1])]
         if new.size == 0:
@@ -285,6 +285,25 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         order = np.argsort(A, kind="stable")
         A, U, G, Kq = A[order], U[order], G[order], Kq[order]
     return bound
+
+
+def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+                 lam_low: float) -> np.ndarray:
+    r"""Which loose intervals to split (a heuristic: any grid is valid): half of the _SPLITS_PER_ROUND by the
+    largest interval value e at λ_low, half by the largest critical slope λ_i = min(G_{i+1}/U_i,
+    K_{i+1}·max(U_i, U_{i+1})^{s−1}) above λ_low (the intervals that keep λ, hence λ·m^p, from coming down
+    when the worst shift spreads over many coordinates)."""
+    by_value = loose[np.argsort(-e[loose])][: _SPLITS_PER_ROUND // 2]
+    lo, hi = U[loose], U[loose + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = np.where(lo > 0, G[loose + 1] / lo, np.inf)
+        power = Kq[loose + 1] * np.maximum(np.where(lo > 0, lo ** (s - 1.0), np.inf if s < 1 else 0.0),
+                                           hi ** (s - 1.0))
+    crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
+    steep = loose[crit > lam_low * (1.0 + _REL_TOL)]
+    steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
+    by_slope = [i for i in steep.tolist() if i not in set(by_value.tolist())][: _SPLITS_PER_ROUND // 2]
+    return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
 
 
 def _split(a_lo: float, a_hi: float) -> float:
