@@ -258,3 +258,14 @@ def test_lattice_grid_shares_moments_across_sigma():
     first = br.log_moment_upper.cache_info().misses
     br.ball_log_moment(5, 1.0 / 1.05, 1.5, 1000, 1.5)
     assert br.log_moment_upper.cache_info().misses - first < 0.5 * first
+
+
+@pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.02, 300), (3.0, 0.001, 1000)])
+def test_order_tiers_match_the_full_order_set(sigma, q, steps):
+    """The default call tries orders ≤ 16, then ≤ 64, then all: it returns the full-order ε where the best order
+    is inside the tier it stopped at (both settings: moderate ε at a low order, tiny ε at a high order)."""
+    segs = [(sigma, q, steps, 1.5, 10, 1.5)]
+    tiered, order = br.rdp_ball_epsilon(segs, 1e-5)
+    full, full_order = br.rdp_ball_epsilon(segs, 1e-5, orders=DEFAULT_ORDERS)
+    assert tiered >= full * (1 - 1e-12)
+    assert order == full_order and tiered == pytest.approx(full, rel=1e-9)

@@ -429,19 +429,21 @@ def rdp_ball_epsilon(
 
     Per direction: ε = min_α Opacus ``get_privacy_spent``: RDP(α) + log((α−1)/α) − (log δ + log α)/(α−1)
     (Balle et al. 2020); the larger direction is returned. σ = 0 gives (inf, nan), an empty history (0, nan).
-    ``orders=None``: the default orders ≤ 64 first, and all of them only when the best order is ≥ 48 (a min over
-    fewer orders is an upper bound too; the orders above 64, whose moments cost most, only help small ε).
+    ``orders=None``: the default orders ≤ 16 first, then ≤ 64, then all, moving on only when the best order is in
+    the top quarter of the range tried (a min over fewer orders is an upper bound too; each order's moments cost
+    a few hundred quadratures, and the high orders only help small ε).
     """
     delta = validate_delta(delta)
     if orders is None:
-        eps, order = _rdp_ball_epsilon([o for o in DEFAULT_ORDERS if o <= LOW_ORDERS_MAX], segments, delta)
-        if not order >= 0.75 * LOW_ORDERS_MAX:  # also a nan order (empty history, σ = 0)
-            return eps, order
+        for cap in ORDER_TIERS:
+            eps, order = _rdp_ball_epsilon([o for o in DEFAULT_ORDERS if o <= cap], segments, delta)
+            if not order >= 0.75 * cap:  # also a nan order (empty history, σ = 0)
+                return eps, order
     return _rdp_ball_epsilon(_validate_orders(orders), segments, delta)
 
 
-#: :func:`rdp_ball_epsilon` tries the default orders up to this one first
-LOW_ORDERS_MAX = 64
+#: :func:`rdp_ball_epsilon` tries the default orders up to each of these in turn, then all of them
+ORDER_TIERS = (16, 64)
 
 
 def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float) -> Tuple[float, float]:
