@@ -141,12 +141,12 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     segs = normalize_history(history)
     if not segs or any(s.noiseless for s in segs) or all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
-        return compute_epsilon_history(segs_as_entries(segs), delta, eps_error=eps_error,
+        return compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error,
                                        delta_error=delta_error).epsilon
     return rdp_ball_epsilon(segs, delta)[0]
 
 
-def segs_as_entries(segs: Sequence[Segment]) -> list:
+def _as_entries(segs: Sequence[Segment]) -> list:
     """History entries (σ, q, steps, β, d, p) of parsed segments (parsing them again is the identity)."""
     return [s.as_tuple() for s in segs]
 
