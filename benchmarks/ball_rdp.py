@@ -8,15 +8,8 @@ from __future__ import annotations
 import time
 import warnings
 
-from opacus_gg.companions import rdp
 from opacus_gg.accountants import ball_rdp, compute_epsilon
-
-
-def clear_caches() -> None:
-    """Forget every cached per-coordinate moment and ball bound (a cold call)."""
-    for fn in (ball_rdp.ball_log_moment, ball_rdp.log_moment_upper, ball_rdp.quadratic_coefficient,
-               rdp._log_moment_cached):
-        fn.cache_clear()
+from opacus_gg.accountants.ball_rdp import clear_caches
 
 
 def cost(p: float) -> None:

@@ -19,8 +19,8 @@ def _eps(steps):
     for _ in range(2):
         acc.history.append((1.0, 0.02, steps // 2, 1.5, 8, 1.5))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # β ≤ 2: certified, no warning
-        return acc.get_epsilon(1e-5)
+        warnings.simplefilter("error")  # β ≤ 2: proven, no warning
+        return acc.get_epsilon_report(1e-5).epsilon_upper  # the equal-spread PRV ε (computed by the report)
 
 
 def test_growing_history_reuses_step_prvs_and_matches_cold_call():
@@ -34,3 +34,29 @@ def test_growing_history_reuses_step_prvs_and_matches_cold_call():
     _clear()
     assert _eps(402) == second  # cold = warm, bit for bit
     assert second >= first
+
+
+def test_get_epsilon_is_the_report_epsilon_and_skips_the_equal_spread_prv():
+    """β ≠ 2, d > 1, p < ∞: get_epsilon is the proven RDP bound alone (no spread cover, no PRV grid), and it is
+    exactly the ε the full report publishes; β = 2 keeps the PRV."""
+    from opacus_gg.accountants import ball_rdp
+
+    _clear()
+    ball_rdp.step_rdp.cache_clear()
+    acc = GGPRVAccountant(beta=1.5, dim=64)
+    acc.history = [(1.0, 0.02, 300, 1.5, 64, 1.5), (1.2, 0.02, 200, 1.5, 64, 1.5)]
+    fast = acc.get_epsilon(1e-5)
+    assert spreads.spread_pairs.cache_info().misses == 0
+    assert discretization.step_dprv.cache_info().misses == 0
+    assert ball_rdp.step_rdp.cache_info().misses == 2
+    report = acc.get_epsilon_report(1e-5)
+    assert report.certified and report.method == "rdp"
+    assert report.epsilon == fast
+    assert report.epsilon_equal_spreads is not None and report.epsilon_equal_spreads < fast
+    acc.history[-1] = (1.2, 0.02, 201, 1.5, 64, 1.5)
+    misses = ball_rdp.step_rdp.cache_info().misses
+    assert acc.get_epsilon(1e-5) > fast  # one more step: the cached one-step RDPs are reused
+    assert ball_rdp.step_rdp.cache_info().misses == misses
+    gauss = GGPRVAccountant()
+    gauss.history = [(1.0, 0.02, 300)]
+    assert gauss.get_epsilon(1e-5) == gauss.get_epsilon_report(1e-5).epsilon

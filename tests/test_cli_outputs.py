@@ -8,7 +8,6 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
 
 from opacus_gg.accountants.report import SCOPE_TEXT
 from opacus_gg.experiments.config import apply_overrides, load_config

@@ -10,7 +10,6 @@ import torch
 from scipy import integrate, optimize, stats
 
 from opacus_gg.accountants import compute_epsilon
-from opacus_gg import distribution
 from opacus_gg.pate import (
     aggregate_labels,
     gg_noisy_argmax,

@@ -24,7 +24,7 @@ from .history import Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import is_certified
 
-__all__ = ["compute_epsilon", "compute_epsilon_history", "compute_delta"]
+__all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history", "compute_delta"]
 
 MODES = ("certified", "paper")
 
@@ -126,6 +126,29 @@ def compute_epsilon_history(
         rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
         report = combine(report, rdp_eps, rdp_order)
     return report
+
+
+def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_error: float = 0.01,
+                           delta_error: Optional[float] = None) -> float:
+    r"""The proven ε(δ) alone: ``compute_epsilon_history(history, delta).epsilon``, computing only what it needs.
+
+    Where the PRV covers every shift (β = 2, d = 1 or p = ∞ in every segment) that is the PRV bound; otherwise
+    the published ε is the Rényi bound over the ℓp ball (:func:`.ball_rdp.rdp_ball_epsilon`), and the
+    equal-spread PRV (printed beside it by :func:`compute_epsilon_history`) is not computed at all: this is the
+    per-step path of ``GGPRVAccountant.get_epsilon`` and of the σ solver. Empty history: 0; σ = 0: ∞ (warning).
+    """
+    delta = validate_delta(delta)
+    eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
+    segs = normalize_history(history)
+    if not segs or any(s.noiseless for s in segs) or all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
+        return compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error,
+                                       delta_error=delta_error).epsilon
+    return rdp_ball_epsilon(segs, delta)[0]
+
+
+def _as_entries(segs: Sequence[Segment]) -> list:
+    """History entries (σ, q, steps, β, d, p) of parsed segments (parsing them again is the identity)."""
+    return [s.as_tuple() for s in segs]
 
 
 def _noiseless_report(segs: Sequence[Segment], delta: float) -> EpsilonReport:

@@ -29,7 +29,8 @@ import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, special
 
-from ..companions.rdp import DEFAULT_ORDERS, log_moment
+from . import renyi
+from .renyi import DEFAULT_ORDERS, log_moment
 from ..validation import validate_delta
 from .history import Segment, normalize_history
 from .report import EpsilonReport
@@ -39,10 +40,12 @@ __all__ = [
     "ball_log_moment",
     "ball_log_moments",
     "subsampled_rdp_from_log_moments",
+    "step_rdp",
     "rdp_ball_curves",
     "rdp_ball_epsilon",
     "rdp_ball_delta",
     "combine",
+    "clear_caches",
 ]
 
 _EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
@@ -58,7 +61,7 @@ def _log_moment_small(j: int, a: float, beta: float) -> float:
     r"""log(1 + ∫ q·[e^{jℓ} − 1 − j(e^ℓ − 1)] dx) (= log M(j) since E_Q[e^ℓ] = 1), quadrature error added.
 
     The integrand is ≥ 0 and O(a²), so the added quadrature error is relative to M(j) − 1 instead of to M(j):
-    accurate for small shifts, where :func:`opacus_gg.companions.rdp.log_moment` has an absolute floor of ~1e-10.
+    accurate for small shifts, where :func:`.renyi.log_moment` has an absolute floor of ~1e-10.
     A pointwise floating-point slack 1e-15·(|e^{jℓ}−1| + j|e^ℓ−1|) is integrated too.
     """
     log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
@@ -124,7 +127,7 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
 def log_moment_upper(j: int, a: float, beta: float) -> float:
     r"""Upper bound on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)), integer j ≥ 2, scale 1.
 
-    The smaller of two quadratures that each add their error estimate: :func:`opacus_gg.companions.rdp.log_moment`
+    The smaller of two quadratures that each add their error estimate: :func:`.renyi.log_moment`
     (log space, for large shifts) and :func:`_log_moment_small` (M(j) − 1 directly, for small shifts).
     """
     if a == 0.0:
@@ -211,14 +214,28 @@ def _dual(
     return bound, lam, lower, lam_low
 
 
+#: the shift grid lives on the lattice a = 2^{i/_LATTICE} (integer i), shared by every σ: a noise schedule,
+#: the σ solver and growing histories reuse the cached per-coordinate moments of the shifts they share
+_LATTICE = 64
+#: initial grid: every _INITIAL_STEP-th lattice point (ratio 2^{1/2} in a), from the quadratic region to m
+_INITIAL_STEP = 32
+
+
+def _lattice_shift(i: int) -> float:
+    """a = 2^{i/64} from its integer lattice index (bit-identical for every caller, so caches hit)."""
+    return 2.0 ** (i / _LATTICE)
+
+
 @lru_cache(maxsize=4096)
 def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> float:
     r"""Upper bound on S_j = sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|), m = 1/noise_multiplier (Lagrangian dual, see module).
 
     d = 1: L_j(m). p = ∞: d·L_j(m) (every coordinate at m, by monotonicity). Otherwise the dual bound on a grid
-    0 = U_0 < U_1 = min(m, 10^{-3}/j)^p < … < U_N = m^p (geometric), with per-interval bounds
-    min(g(U_{i+1}), K(U_{i+1}^{1/p})·u^{2/p}), refined (interval split) where the bound exceeds the same dual on
-    grid points by more than 3e-3 relative (at most 24 rounds of 16 splits).
+    of shifts 0 = A_0 < A_1 < … < A_N = m (U_i = A_i^p), A_1 ≤ min(m, 10^{-3}/j), the inner points on the
+    σ-independent lattice 2^{i/64} (every 32nd point at first), with per-interval bounds
+    min(g(U_{i+1}), K(A_{i+1})·u^{2/p}), refined (interval split at the lattice point nearest the geometric
+    midpoint) where the bound exceeds the same dual on grid points by more than 3e-3 relative (at most 24
+    rounds of 16 splits). Any grid gives a valid bound; the lattice only lets different σ share quadratures.
     """
     m = 1.0 / noise_multiplier
     p = clip_norm_p
@@ -228,19 +245,21 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         return dim * log_moment_upper(j, m, beta) * (1.0 + _FP_SLACK)
     mp = m ** p
     s = 2.0 / p
-    u_s = min(m, 1e-3 / j) ** p
 
-    def g(u: float) -> float:
-        return log_moment_upper(j, min(u ** (1.0 / p), m), beta) if u > 0 else 0.0
-
-    def kq(u: float) -> float:  # the quadratic bound only helps for small shifts
-        a = min(u ** (1.0 / p), m)
+    def kq(a: float) -> float:  # the quadratic bound only helps for small shifts
         return quadratic_coefficient(j, a, beta) if 0 < a <= _QUADRATIC_MAX_SHIFT else (0.0 if a == 0 else math.inf)
 
-    U = np.concatenate([[0.0], np.geomspace(u_s, mp, _GRID_POINTS)]) if u_s < mp else np.array([0.0, mp])
+    i_lo = _INITIAL_STEP * math.floor(_LATTICE * math.log2(min(m, 1e-3 / j)) / _INITIAL_STEP)
+    i_hi = math.ceil(_LATTICE * math.log2(m))
+    A = np.array([0.0] + [a for a in (_lattice_shift(i) for i in range(i_lo, i_hi + 1, _INITIAL_STEP)) if a < m] + [m])
+
+    def values(a_arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        return (np.array([log_moment_upper(j, float(a), beta) if a > 0 else 0.0 for a in a_arr]),
+                np.array([kq(float(a)) for a in a_arr]))
+
+    G, Kq = values(A)
+    U = A ** p
     U[-1] = mp
-    G = np.array([g(u) for u in U])
-    Kq = np.array([kq(u) for u in U])
     if not np.all(np.isfinite(G)):
         return math.inf
     bound = math.inf
@@ -253,21 +272,49 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:
             return bound
-        loose = loose[np.argsort(-e[loose])][:_SPLITS_PER_ROUND]
-        new = np.array([
-            0.5 * (U[i] + U[i + 1]) if (U[i] == 0.0 or U[i + 1] < 4 * U[i]) else math.sqrt(U[i] * U[i + 1])
-            for i in loose
-        ])
-        keep = (new > U[loose]) & (new < U[loose + 1])
-        new = new[keep]
+        loose = _pick_splits(loose, e, G, Kq, U, s, lam_low)
+        new = np.array([a for a in (_split(A[i], A[i + 1]) for i in loose.tolist())])
+        new = new[(new > A[loose]) & (new < A[loose + 1])]
         if new.size == 0:
             return bound
-        U = np.concatenate([U, new])
-        G = np.concatenate([G, [g(float(u)) for u in new]])
-        Kq = np.concatenate([Kq, [kq(float(u)) for u in new]])
-        order = np.argsort(U)
-        U, G, Kq = U[order], G[order], Kq[order]
+        G_new, K_new = values(new)
+        A = np.concatenate([A, new])
+        U = np.concatenate([U, new ** p])
+        G = np.concatenate([G, G_new])
+        Kq = np.concatenate([Kq, K_new])
+        order = np.argsort(A, kind="stable")
+        A, U, G, Kq = A[order], U[order], G[order], Kq[order]
     return bound
+
+
+def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+                 lam_low: float) -> np.ndarray:
+    r"""Which loose intervals to split (a heuristic: any grid is valid): half of the _SPLITS_PER_ROUND by the
+    largest interval value e at λ_low, half by the largest critical slope λ_i = min(G_{i+1}/U_i,
+    K_{i+1}·max(U_i, U_{i+1})^{s−1}) above λ_low (the intervals that keep λ, hence λ·m^p, from coming down
+    when the worst shift spreads over many coordinates)."""
+    by_value = loose[np.argsort(-e[loose])][: _SPLITS_PER_ROUND // 2]
+    lo, hi = U[loose], U[loose + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = np.where(lo > 0, G[loose + 1] / lo, np.inf)
+        power = Kq[loose + 1] * np.maximum(np.where(lo > 0, lo ** (s - 1.0), np.inf if s < 1 else 0.0),
+                                           hi ** (s - 1.0))
+    crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
+    steep = loose[crit > lam_low * (1.0 + _REL_TOL)]
+    steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
+    by_slope = [i for i in steep.tolist() if i not in set(by_value.tolist())][: _SPLITS_PER_ROUND // 2]
+    return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
+
+
+def _split(a_lo: float, a_hi: float) -> float:
+    """A shift inside (a_lo, a_hi): the lattice point 2^{k/64} at or below the geometric midpoint when it lies
+    strictly inside (a_lo = 0: a_hi / 2^{1/2} rounded down to the lattice), else the exact geometric midpoint."""
+    x_hi = _LATTICE * math.log2(a_hi)
+    if a_lo == 0.0:
+        return _lattice_shift(math.floor(x_hi) - _INITIAL_STEP)
+    k = math.floor(0.5 * (_LATTICE * math.log2(a_lo) + x_hi))
+    a = _lattice_shift(k)
+    return a if a_lo < a < a_hi else math.sqrt(a_lo * a_hi)
 
 
 def _computed_orders(max_order: int) -> np.ndarray:
@@ -334,6 +381,21 @@ def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, l
     return {"remove": np.array(remove) * up, "add": np.array(add) * up}
 
 
+@lru_cache(maxsize=256)
+def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int, clip_norm_p: float,
+             orders: Tuple[int, ...]) -> Dict[str, np.ndarray]:
+    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders).
+
+    = :func:`subsampled_rdp_from_log_moments` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
+    arrays are read-only (shared by every history with this step: growing histories and noise schedules).
+    """
+    logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
+    one = subsampled_rdp_from_log_moments(orders, sample_rate, logm)
+    for v in one.values():
+        v.setflags(write=False)
+    return one
+
+
 def _validate_orders(orders: Optional[Sequence[int]]) -> list:
     orders = [int(o) for o in (DEFAULT_ORDERS if orders is None else orders)]
     if not orders or any(o < 2 for o in orders):
@@ -353,10 +415,8 @@ def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[
     if any(s.noise_multiplier == 0.0 for s in segs):
         return {k: np.full(len(orders), np.inf) for k in ("remove", "add")}
     total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
-    max_order = max(orders)
     for s in segs:
-        logm = ball_log_moments(max_order, s.noise_multiplier, s.beta, s.dim, s.clip_norm_p)
-        one = subsampled_rdp_from_log_moments(orders, s.sample_rate, logm)
+        one = step_rdp(s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p, tuple(int(o) for o in orders))
         for k in total:
             total[k] = total[k] + s.steps * one[k]
     return {k: np.where(np.isfinite(v), v, np.inf) for k, v in total.items()}
@@ -369,9 +429,25 @@ def rdp_ball_epsilon(
 
     Per direction: ε = min_α Opacus ``get_privacy_spent``: RDP(α) + log((α−1)/α) − (log δ + log α)/(α−1)
     (Balle et al. 2020); the larger direction is returned. σ = 0 gives (inf, nan), an empty history (0, nan).
+    ``orders=None``: the default orders ≤ 16 first, then ≤ 64, then all, moving on only when the best order is in
+    the top quarter of the range tried (a min over fewer orders is an upper bound too; each order's moments cost
+    a few hundred quadratures, and the high orders only help small ε).
     """
     delta = validate_delta(delta)
-    orders = _validate_orders(orders)
+    if orders is None:
+        for cap in ORDER_TIERS:
+            eps, order = _rdp_ball_epsilon([o for o in DEFAULT_ORDERS if o <= cap], segments, delta)
+            if not order >= 0.75 * cap:  # also a nan order (empty history, σ = 0)
+                return eps, order
+    return _rdp_ball_epsilon(_validate_orders(orders), segments, delta)
+
+
+#: :func:`rdp_ball_epsilon` tries the default orders up to each of these in turn, then all of them
+ORDER_TIERS = (16, 64)
+
+
+def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float) -> Tuple[float, float]:
+    """(ε, α) of :func:`rdp_ball_epsilon` at the given (validated) orders."""
     curves = rdp_ball_curves(segments, orders)
     if curves is None:
         return 0.0, float("nan")
@@ -437,3 +513,9 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
         shape_k=prv.shape_k,
         details=details,
     )
+
+
+def clear_caches() -> None:
+    """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
+    for fn in (step_rdp, ball_log_moment, log_moment_upper, quadratic_coefficient, renyi._log_moment_cached):
+        fn.cache_clear()

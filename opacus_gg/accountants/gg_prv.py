@@ -2,7 +2,7 @@ r"""``GGPRVAccountant``: Opacus accountant for Poisson-subsampled GG noise, regi
 
 History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``; equal consecutive
 steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
-:func:`opacus_gg.accountants.compute_epsilon_history` (max over add/remove adjacency and over every shift
+:func:`opacus_gg.accountants.compute_epsilon_history` (computed alone, :func:`.api.proven_epsilon_history`) (max over add/remove adjacency and over every shift
 in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` also carries the
 equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven).
 """
@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_positive_int
-from .api import compute_epsilon_history
+from .api import compute_epsilon_history, proven_epsilon_history
 from .history import append_step, parse_segment
 from .report import EpsilonReport
 
@@ -60,11 +60,15 @@ class GGPRVAccountant(IAccountant):
 
     def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                     **kwargs) -> float:
-        """Proven upper bound on ε at δ (``get_epsilon_report(delta).epsilon``).
+        """Proven upper bound on ε at δ (equal to ``get_epsilon_report(delta).epsilon``).
 
-        Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0 step: ``math.inf`` with a UserWarning.
+        Computes the proven number only (:func:`.api.proven_epsilon_history`): for β ≠ 2, d > 1, p < ∞ the
+        Rényi bound over the ℓp ball, without the equal-spread PRV that the report prints beside it, so
+        printing ε every few steps stays cheap. Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0
+        step: ``math.inf`` with a UserWarning.
         """
-        return self.get_epsilon_report(delta, eps_error=eps_error, delta_error=delta_error).epsilon
+        hist = [self._complete(e) for e in self.history]
+        return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error)
 
     def __len__(self) -> int:
         """Number of history entries (segments of identical steps), as Opacus's accountants define it;

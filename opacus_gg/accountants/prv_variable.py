@@ -18,7 +18,7 @@ No Monte Carlo: F_GG is :func:`opacus_gg.distribution.cdf` (regularized incomple
 log(1 − q + q e^{∓a}) (remove; negated and swapped for add); F is the right-continuous CDF including them
 and :meth:`GGPrivacyRandomVariable.atoms` lists them (``kinks``: where the numerical mean splits its integral).
 
-``rdp(α)`` is an upper bound on the Rényi divergence D_α(P'‖Q') from :func:`opacus_gg.companions.rdp.subsampled_rdp`
+``rdp(α)`` is an upper bound on the Rényi divergence D_α(P'‖Q') from :func:`.renyi.subsampled_rdp`
 (remove: exact at integer orders; add: its Jensen/Taylor bound) at the order ⌈α⌉ (≥ 2): D_α is
 non-decreasing in α, so this is ≥ the RDP at α. ``prv_accountant`` only uses it to size the domain, where
 an upper bound is safe (a wider domain).
@@ -51,7 +51,7 @@ from prv_accountant.privacy_random_variables import PrivacyRandomVariable, Priva
 from scipy import integrate
 
 from .. import distribution
-from ..companions.rdp import subsampled_rdp
+from .renyi import subsampled_rdp
 from ..validation import (
     validate_beta,
     validate_delta,
@@ -171,7 +171,7 @@ class GGPrivacyRandomVariable(PrivacyRandomVariable):
         return np.maximum(np.where(fa >= 0.5, sa - sb, fb - fa), 0.0)
 
     def rdp(self, alpha: float) -> float:
-        r"""Upper bound on D_α(P'‖Q'): :func:`opacus_gg.companions.rdp.subsampled_rdp` at the integer order max(2, ⌈α⌉)."""
+        r"""Upper bound on D_α(P'‖Q'): :func:`.renyi.subsampled_rdp` at the integer order max(2, ⌈α⌉)."""
         alpha = float(alpha)
         if alpha == math.inf:
             return math.inf

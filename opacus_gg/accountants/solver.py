@@ -20,9 +20,9 @@ from ..validation import (
     validate_sample_rate,
 )
 from ..steps import steps_for_epochs
-from .api import compute_epsilon
+from .api import compute_epsilon, proven_epsilon_history
 
-__all__ = ["get_noise_multiplier"]
+__all__ = ["get_noise_multiplier", "solver_epsilon"]
 
 
 def get_noise_multiplier(
@@ -65,10 +65,10 @@ def get_noise_multiplier(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                return compute_epsilon(
+                return solver_epsilon(
                     noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
                     beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
-                ).epsilon
+                )
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             return math.inf
 
@@ -109,6 +109,21 @@ def get_noise_multiplier(
             lo, e_lo = mid, e_mid
         slow = slow + 1 if hi - lo > 0.5 * width else 0
     return hi
+
+
+def solver_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, beta: float,
+                   dim: int, clip_norm_p: Optional[float], mode: str, eps_error: float) -> float:
+    r"""ε(σ) the solver searches on: the published ε of :func:`.api.compute_epsilon`.
+
+    Certified mode computes the proven number alone (:func:`.api.proven_epsilon_history`: for β ≠ 2, d > 1,
+    p < ∞ the Rényi bound over the ℓp ball, whose per-coordinate moments are cached across σ), so the full
+    report is built once, by the caller, at the σ found.
+    """
+    if mode == "certified":
+        return proven_epsilon_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)], delta,
+                                      eps_error=eps_error)
+    return compute_epsilon(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
+                           beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error).epsilon
 
 
 def _next_probe(lo: float, e_lo: float, hi: float, e_hi: float, target: float, tol: float, bisect: bool) -> float:

@@ -19,7 +19,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from . import (
     DIM_HELP,

@@ -4,8 +4,3 @@
 shift shapes), :mod:`.bounded` (bounded-support GG mechanisms, rectification), :mod:`.counting` (GG counting
 queries: ℓ∞ error and calibration).
 """
-
-# The certified accountant (accountants/ball_rdp.py, accountants/prv_variable.py) still reads the per-coordinate
-# Rényi moments from .rdp, and .rdp reads the shift shapes from the accountants: importing the accountants
-# first resolves that cycle whichever module a user imports first.
-from .. import accountants  # noqa: F401

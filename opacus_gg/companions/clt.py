@@ -6,7 +6,7 @@ MNIST rows), so nothing in this module is ever what ``get_epsilon`` returns.
 
 Units: noise scale 1, one-coordinate shift a = 1/noise_multiplier, P = GG(a), Q = GG(0).
 
-* χ² = E_Q[(dP/dQ - 1)²] = M(2) - 1 with M(2) = ∫ p²/q (quadrature, :func:`opacus_gg.companions.rdp.log_moment`);
+* χ² = E_Q[(dP/dQ - 1)²] = M(2) - 1 with M(2) = ∫ p²/q (quadrature, :func:`opacus_gg.accountants.renyi.log_moment`);
   closed forms e^{a²} - 1 (β = 2) and (2/3)e^{a} + (1/3)e^{-2a} - 1 (β = 1, Laplace).
 * A shift spread equally over k coordinates (each moves a_k = a/k^{1/p}) has 1 + χ²_k = (1 + χ²(a_k))^k.
 * μ = q·√(T·χ²_k), maximised over the evaluated shapes k (:func:`opacus_gg.companions.rdp.shift_shapes`).
@@ -24,7 +24,8 @@ from scipy import optimize
 from scipy.stats import norm
 
 from ..accountants.shapes import per_coordinate_shift
-from .rdp import log_moment, shift_shapes
+from ..accountants.renyi import log_moment
+from .rdp import shift_shapes
 from ..validation import (
     validate_beta,
     validate_clip_norm_p,

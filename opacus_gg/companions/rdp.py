@@ -27,17 +27,14 @@ PRV accountant (:mod:`opacus_gg.accountants.shapes`: spreads k ∈ {1, 2, 4, …
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
-from scipy import integrate, optimize, special
 
-from ..accountants.shapes import is_certified, per_coordinate_shift, shape_ks
+from ..accountants.renyi import DEFAULT_ORDERS, log_moment, renyi_divergence, subsampled_rdp
+from ..accountants.shapes import is_certified, shape_ks
 from ..validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -57,120 +54,11 @@ __all__ = [
     "compute_rdp_epsilon",
 ]
 
-DEFAULT_ORDERS: List[int] = list(range(2, 65)) + [80, 96, 128, 160, 192, 256]
-_LOG_INF = 1e8  # log-moments beyond this are treated as +inf (the order is useless anyway)
-
-
-def _log_z(beta: float) -> float:
-    """log of the GG(β, 1) normaliser 2 β^{1/β} Γ(1 + 1/β)."""
-    return math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
-
-
-@lru_cache(maxsize=65536)
-def _log_moment_cached(j: float, a: float, beta: float) -> float:
-    if j == 0.0 or j == 1.0 or a == 0.0:
-        return 0.0
-
-    def g(x: float) -> float:  # log of p(x)^j q(x)^{1-j} (normaliser added at the end)
-        return -(j * abs(x - a) ** beta + (1.0 - j) * abs(x) ** beta) / beta
-
-    if 0.0 < j < 1.0:
-        res = optimize.minimize_scalar(lambda x: -g(x), bounds=(0.0, a), method="bounded")
-        x_star = float(res.x)
-    elif beta == 1.0:
-        x_star = a
-    else:
-        r = ((j - 1.0) / j) ** (1.0 / (beta - 1.0))
-        x_star = a / max(1.0 - r, 1e-300)
-        if not math.isfinite(x_star):
-            return math.inf
-    g_star = g(x_star)
-    if not math.isfinite(g_star) or g_star - _log_z(beta) > _LOG_INF:
-        return math.inf
-    pts = sorted({0.0, a, x_star})
-    pieces = [(-math.inf, pts[0])] + list(zip(pts[:-1], pts[1:])) + [(pts[-1], math.inf)]
-    total = 0.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        for lo, hi in pieces:
-            if hi <= lo:
-                continue
-            val, err = integrate.quad(
-                lambda x: math.exp(g(x) - g_star), lo, hi, limit=200, epsabs=1e-14, epsrel=1e-11
-            )
-            total += val + abs(err) + 1e-10 * abs(val)  # never round the moment down
-    return g_star - _log_z(beta) + math.log(total)
-
-
-def log_moment(j: float, a: float, beta: float) -> float:
-    r"""log M(j) = log ∫ p^j q^{1-j} dx for P = GG(a), Q = GG(0), scale 1 (= (j-1)·D_j(P‖Q)).
-
-    β = 2 closed form: j(j-1)a²/2 (used by the tests as reference). Quadrature in log space otherwise.
-    """
-    beta = validate_beta(beta)
-    j = float(j)
-    if not math.isfinite(j) or j < 0:
-        raise ValueError(f"order j must be a finite number ≥ 0, got {j!r}")
-    return _log_moment_cached(j, abs(float(a)), beta)
-
-
-def renyi_divergence(alpha: float, a: float, beta: float) -> float:
-    r"""D_α(GG(a)‖GG(0)) = log M(α)/(α-1) for α > 1 (symmetric in the order of the pair)."""
-    alpha = float(alpha)
-    if not alpha > 1.0:
-        raise ValueError(f"alpha must be > 1, got {alpha!r}")
-    return log_moment(alpha, a, beta) / (alpha - 1.0)
-
-
 def shift_shapes(dim: int, beta: float, clip_norm_p: Optional[float] = None) -> List[int]:
     """Shift shapes evaluated: the spreads k of :func:`opacus_gg.accountants.shapes.shape_ks` (shared)."""
     dim = validate_positive_int(dim, "dim")
     beta = validate_beta(beta)
     return shape_ks(beta, dim, validate_clip_norm_p(clip_norm_p, beta))
-
-
-def subsampled_rdp(
-    orders: Sequence[int], *, noise_multiplier: float, sample_rate: float, beta: float, k: int = 1,
-    clip_norm_p: Optional[float] = None,
-) -> Dict[str, np.ndarray]:
-    r"""One-step RDP (remove exact, add upper bound) of the shape spread over k coordinates, per order.
-
-    Returns ``{"remove": array, "add": array}`` with RDP values at each integer order α ≥ 2 (see module doc).
-    """
-    beta = validate_beta(beta)
-    sigma = validate_positive(noise_multiplier, "noise_multiplier")
-    q = validate_sample_rate(sample_rate)
-    p = validate_clip_norm_p(clip_norm_p, beta)
-    orders = [int(o) for o in orders]
-    if any(o < 2 for o in orders):
-        raise ValueError("orders must be integers ≥ 2")
-    a_k = per_coordinate_shift(sigma, int(k), p)
-    max_order = max(orders)
-    logm = np.array([k * log_moment(j, a_k, beta) for j in range(max_order + 1)])  # log M_k(j)
-    if logm[2] <= 0.0:  # no shift: χ² = 0
-        log_chi2 = -math.inf
-    else:  # log χ² = log(M(2) - 1)
-        log_chi2 = math.log(math.expm1(logm[2])) if logm[2] < 700 else logm[2] + math.log1p(-math.exp(-logm[2]))
-    remove, add = [], []
-    for alpha in orders:
-        j = np.arange(alpha + 1)
-        log_binom = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
-        log_terms = log_binom + j * math.log(q) + logm[: alpha + 1]
-        if q < 1.0:
-            log_terms = log_terms + (alpha - j) * math.log1p(-q)
-        else:
-            log_terms = np.where(j == alpha, log_terms, -np.inf)
-        remove.append(special.logsumexp(log_terms) / (alpha - 1))
-        # add direction: min(Jensen, Taylor) upper bounds of E_Q[(1-q+qe^ℓ)^{1-α}]
-        jensen = np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha])
-        if q < 1.0:
-            taylor = np.logaddexp(
-                0.0, math.log(alpha * (alpha - 1) / 2) - (alpha + 1) * math.log1p(-q) + 2 * math.log(q) + log_chi2
-            )
-            add.append(min(jensen, taylor) / (alpha - 1))
-        else:
-            add.append(jensen / (alpha - 1))
-    return {"remove": np.array(remove), "add": np.array(add)}
 
 
 @dataclass
