@@ -42,7 +42,7 @@ __all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "split_max_grad_norm"]
 
 GAUSSIAN_ACCOUNTANTS = ("prv", "rdp", "gdp")
 #: keywords of ``make_private_with_epsilon`` that opacus_gg's certified σ solver understands
-_GG_SOLVER_KEYWORDS = ("eps_error", "epsilon_tolerance")
+_GG_SOLVER_KEYWORDS = ("eps_error", "epsilon_tolerance", "progress")
 
 
 def split_max_grad_norm(max_grad_norm: float, n_layers: int, p: float) -> List[float]:
@@ -239,7 +239,7 @@ class GGPrivacyEngine(PrivacyEngine):
         (never fewer than training runs), q = 1/len(data_loader).
 
         * ``gg_prv``: ``opacus_gg.accountants.get_noise_multiplier`` with β, d (trainable parameters) and
-          p (certified: ε(σ) ≤ target_epsilon); ``eps_error`` and ``epsilon_tolerance`` are forwarded.
+          p (certified: ε(σ) ≤ target_epsilon); ``eps_error``, ``epsilon_tolerance`` and ``progress`` are forwarded.
         * a Gaussian accountant (β = 2 only): Opacus's ``get_noise_multiplier`` with every extra keyword
           forwarded, as Opacus does, so σ is Opacus's whenever Opacus's ``int(epochs/q)`` equals T.
         As in Opacus, the extra keywords are also passed on to ``make_private``.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Optional
+from typing import Callable, Optional
 
 from ..validation import (
     validate_beta,
@@ -40,6 +40,7 @@ def get_noise_multiplier(
     eps_error: float = 0.01,
     sigma_min: float = 0.05,
     sigma_max: float = 1e4,
+    progress: Optional[Callable[[float, float], None]] = None,
 ) -> float:
     r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then safeguarded secant steps.
 
@@ -48,6 +49,7 @@ def get_noise_multiplier(
     numerics refuse are treated as ε = ∞ (the safe side). ValueError if even ``sigma_max`` misses the target.
     The default tolerance 0.002 lands within the 0.005 of the target that Opacus's own engine test
     (``test_make_private_with_epsilon``, two decimal places) expects of the ε after training.
+    ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
     """
     target_epsilon = validate_epsilon(target_epsilon)
     target_delta = validate_delta(target_delta, "target_delta")
@@ -65,12 +67,15 @@ def get_noise_multiplier(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                return solver_epsilon(
+                e = solver_epsilon(
                     noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
                     beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
                 )
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
-            return math.inf
+            e = math.inf
+        if progress is not None:
+            progress(sigma, e)
+        return e
 
     validate_clip_norm_p(clip_norm_p, validate_beta(beta))  # bad input fails here, not as ε = ∞
     hi = 1.0

@@ -85,6 +85,16 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_line(target: float):
+    """Solver callback: one stderr line per accountant run (σ tried, its ε, above or below the target)."""
+
+    def line(sigma: float, eps: float) -> None:
+        sys.stderr.write(f"  try sigma = {sigma:.4f}: epsilon = {eps:.4f}{' (above target)' if eps > target else ''}\n")
+        sys.stderr.flush()
+
+    return line
+
+
 def cmd_noise_multiplier(args: argparse.Namespace) -> int:
     """The noise multiplier σ whose ε(δ) after T steps is ≤ --target-epsilon (printed rounded up), with the
     ε at that σ and its scope."""
@@ -100,7 +110,8 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         sigma = float(get_noise_multiplier(target_epsilon=args.target_epsilon, target_delta=delta, mode=args.mode,
-                                           eps_error=args.eps_error, **kw))
+                                           eps_error=args.eps_error, progress=_progress_line(args.target_epsilon),
+                                           **kw))
         rep = compute_epsilon(noise_multiplier=sigma, delta=delta, mode=args.mode, eps_error=args.eps_error, **kw)
     except ValueError as e:
         raise _reword(e) from None

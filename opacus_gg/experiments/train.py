@@ -257,6 +257,7 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
     if sigma is None:
         log(f"solving σ so that ε ≤ {float(p['target_epsilon']):g} at δ = {delta:g} after {t['epochs']} epoch(s) "
             f"({p['calibration']} accounting, d = {dim}; each try is one accountant run)...")
+    target = float(p.get("target_epsilon") or float("inf"))
     if sigma is None and p["calibration"] == "paper":
         from opacus_gg.accountants import get_noise_multiplier
 
@@ -267,7 +268,9 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
     if sigma is None:
         model, optimizer, loader = engine.make_private_with_epsilon(
             target_epsilon=float(p["target_epsilon"]), target_delta=delta, epochs=int(t["epochs"]),
-            epsilon_tolerance=float(p["epsilon_tolerance"]), **common)
+            epsilon_tolerance=float(p["epsilon_tolerance"]),
+            progress=lambda s, e: log(f"  try σ = {s:.4f}: ε = {e:.4f}" + (" (above target)" if e > target else "")),
+            **common)
     else:
         model, optimizer, loader = engine.make_private(noise_multiplier=float(sigma), **common)
     sigma = float(optimizer.noise_multiplier)
