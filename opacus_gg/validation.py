@@ -119,6 +119,16 @@ def validate_delta(delta: float, name: str = "delta") -> float:
     return d
 
 
+def validate_delta_error(delta_error: Optional[float], delta: float, name: str = "delta_error") -> float:
+    """The PRV accountant's δ slack: a number in (0, δ); ``None`` gives δ/1000."""
+    if delta_error is None:
+        return delta / 1000.0
+    v = _real(delta_error, name, f"a number in (0, delta={delta})")
+    if not (0 < v < delta):
+        raise ValueError(f"{name} must be a number in (0, delta={delta}), got {delta_error!r}")
+    return v
+
+
 def validate_epsilon(epsilon: float, name: str = "target_epsilon") -> float:
     """ε ∈ (0, ∞)."""
     return validate_positive(epsilon, name)

@@ -17,7 +17,7 @@ import math
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ..validation import validate_delta
+from ..validation import validate_delta, validate_delta_error, validate_positive
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .composition import CompositionResult, compose_delta, compose_history
 from .history import Segment, normalize_history
@@ -30,15 +30,7 @@ MODES = ("certified", "paper")
 
 
 def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float]) -> Tuple[float, float]:
-    eps_error = float(eps_error)
-    if not (math.isfinite(eps_error) and eps_error > 0):
-        raise ValueError(f"eps_error must be a finite number > 0, got {eps_error!r}")
-    if delta_error is None:
-        delta_error = delta / 1000.0
-    delta_error = float(delta_error)
-    if not (0 < delta_error < delta):
-        raise ValueError(f"delta_error must be in (0, delta={delta}), got {delta_error!r}")
-    return eps_error, delta_error
+    return validate_positive(eps_error, "eps_error"), validate_delta_error(delta_error, delta)
 
 
 #: relative mesh: the grid spacing is refined to at most RELATIVE_MESH · max(ε, EPSILON_FLOOR)

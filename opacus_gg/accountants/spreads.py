@@ -31,6 +31,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from ..validation import (
+    validate_beta,
+    validate_clip_norm_p,
+    validate_nonnegative,
+    validate_positive,
+    validate_positive_int,
+)
 from .discrete import DiscretePair, compose_aligned, split_to_grid
 from .gg_pair import GGPair
 from .shapes import candidate_shapes
@@ -138,21 +145,13 @@ def _curves(pair) -> np.ndarray:
 
 def _validate(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float, tau: float, eta: float,
               max_pairs: int) -> None:
-    """ValueError naming the parameter and its allowed range."""
-    if not (isinstance(noise_multiplier, (int, float)) and math.isfinite(noise_multiplier) and noise_multiplier > 0):
-        raise ValueError(f"noise_multiplier must be a finite number > 0, got {noise_multiplier!r}")
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 1):
-        raise ValueError(f"beta must be a finite number >= 1, got {beta!r}")
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    if not (isinstance(clip_norm_p, (int, float)) and clip_norm_p >= 1):
-        raise ValueError(f"clip_norm_p must be a number in [1, inf], got {clip_norm_p!r}")
-    if not (math.isfinite(tau) and tau >= 0):
-        raise ValueError(f"tau must be a finite number >= 0, got {tau!r}")
-    if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
-    if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 2:
-        raise ValueError(f"max_pairs must be an integer >= 2, got {max_pairs!r}")
+    """ValueError naming the parameter and its allowed range (the shared validators)."""
+    validate_positive(noise_multiplier, "noise_multiplier")
+    validate_clip_norm_p(clip_norm_p, validate_beta(beta))
+    validate_positive_int(dim, "dim", allow_float=False)
+    validate_nonnegative(tau, "tau")
+    validate_nonnegative(eta, "eta")
+    validate_positive_int(max_pairs, "max_pairs", minimum=2, allow_float=False)
 
 
 def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float, *, tau: float = TAU,

@@ -13,7 +13,7 @@ import numpy as np
 from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterogeneous, discretize
 from scipy.fft import next_fast_len
 
-from ...validation import validate_delta
+from ...validation import validate_delta, validate_delta_error, validate_positive
 from ..history import parse_segment
 from .prv import DEFAULT_N_SAMPLES, EmpiricalPRV, sampled_prv
 
@@ -104,9 +104,8 @@ def sampled_compose_epsilon(history: Sequence[tuple], delta: float, *, eps_error
     """
     delta = validate_delta(delta)
     hist = paper_history(history)
-    delta_error = delta / 1000.0 if delta_error is None else validate_delta(delta_error, "delta_error")
-    if not (eps_error > 0):
-        raise ValueError(f"eps_error must be > 0, got {eps_error!r}")
+    delta_error = validate_delta_error(delta_error, delta)
+    eps_error = validate_positive(eps_error, "eps_error")
     prvs = [sampled_prv(s, q, b, n_samples, seed) for s, q, _, b in hist]
     steps = [t for _, _, t, _ in hist]
     domain = domain_for(prvs, steps, eps_error, delta_error)
