@@ -17,43 +17,26 @@ Two execution paths give the same distribution: on CPU the bulk runs in cache-si
 words drawn per chunk, on one intra-op thread) and the rejected positions are found word by word
 (8 mask bytes per int64); on accelerators it is one pass over the whole buffer, with the random range
 given explicitly to ``random_``. The accelerator path can
-be forced on CPU with :func:`accelerator_path` (an internal switch for the tests).
+be forced on CPU with :func:`opacus_gg._device.accelerator_path` (an internal switch for the tests).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
 from scipy import special
 
-from ._threads import one_thread
+from ._device import one_thread, uses_accelerator_path
 
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
 
 _TABLES: dict = {}
 _TENSORS: dict = {}
-_FORCE_ACCELERATOR_PATH = False
-
-
-@contextlib.contextmanager
-def accelerator_path(enabled: bool = True) -> Iterator[None]:
-    """Within the block, CPU draws take the accelerator-only branches (one pass, explicit random range)."""
-    global _FORCE_ACCELERATOR_PATH
-    old, _FORCE_ACCELERATOR_PATH = _FORCE_ACCELERATOR_PATH, bool(enabled)
-    try:
-        yield
-    finally:
-        _FORCE_ACCELERATOR_PATH = old
-
-
-def uses_accelerator_path(device: torch.device) -> bool:
-    """True on non-CPU devices, and on CPU inside :func:`accelerator_path`."""
-    return torch.device(device).type != "cpu" or _FORCE_ACCELERATOR_PATH
 
 
 def table(beta: float) -> Tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:

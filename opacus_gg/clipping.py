@@ -14,13 +14,12 @@ silently zeroes a gradient. A NaN/inf per-sample gradient raises ``FloatingPoint
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Iterator, List, Sequence, Union
+from typing import List, Sequence, Union
 
 import torch
 
-from ._threads import one_thread
+from ._device import one_thread, uses_accelerator_path
 
 __all__ = ["per_sample_norms", "per_layer_norms", "clip_factors", "total_sensitivity", "check_finite"]
 
@@ -71,23 +70,7 @@ _BLOCK = 1024
 #: elements per chunk of the CPU |x|^p pass: the chunk's scratch buffers stay in the (L2/L3) cache
 _CHUNK_ELEMS = 1 << 20
 
-_FORCE_ACCELERATOR_PATH = False
 _F64_MAX = torch.finfo(torch.float64).max
-
-
-@contextlib.contextmanager
-def accelerator_path(enabled: bool = True) -> Iterator[None]:
-    """Within the block, CPU norms take the accelerator branch (one fused pass, no chunks, no scratch)."""
-    global _FORCE_ACCELERATOR_PATH
-    old, _FORCE_ACCELERATOR_PATH = _FORCE_ACCELERATOR_PATH, bool(enabled)
-    try:
-        yield
-    finally:
-        _FORCE_ACCELERATOR_PATH = old
-
-
-def _uses_accelerator_path(device: torch.device) -> bool:
-    return device.type != "cpu" or _FORCE_ACCELERATOR_PATH
 
 
 def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Tensor, out: torch.Tensor) -> None:
@@ -126,8 +109,8 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
     CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary), on one
-    thread (see ``_threads.one_thread``).
-    Accelerators (or inside :func:`accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
+    thread (see ``_device.one_thread``).
+    Accelerators (or inside :func:`opacus_gg._device.accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
     m = n // _BLOCK
@@ -137,7 +120,7 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
             blocks = torch.as_strided(f, (B, m, _BLOCK), (f.stride(0), _BLOCK, 1), f.storage_offset())
         else:
             blocks = f[:, : m * _BLOCK].reshape(B, m, _BLOCK)
-        if _uses_accelerator_path(f.device):
+        if uses_accelerator_path(f.device):
             part = torch.linalg.vector_norm(blocks, p, dim=-1).double()
             total += part.sum(-1) if p == 1.0 else part.pow_(p).sum(-1)
         else:

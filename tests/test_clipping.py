@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opacus.optimizers import DPOptimizer, DPPerLayerOptimizer
 
-from opacus_gg import clipping
+from opacus_gg import _device, clipping
 from opacus_gg.clipping import check_finite, clip_factors, per_sample_norms, total_sensitivity
 from opacus_gg.optimizers import GGDPOptimizer, GGDPPerLayerOptimizer
 
@@ -21,7 +21,7 @@ PS = [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, math.inf]
 @pytest.fixture(params=["cpu_chunked", "accelerator_one_pass"])
 def path(request):
     """Run the test on the CPU chunked path and on the accelerator one-pass path (forced on CPU)."""
-    with clipping.accelerator_path(request.param == "accelerator_one_pass"):
+    with _device.accelerator_path(request.param == "accelerator_one_pass"):
         yield request.param
 
 
@@ -121,7 +121,7 @@ def test_flat_clipping_bound_property(p, c, seed, spread, one_pass, big):
     # big: a 2100-entry tensor, so that whole 1024-blocks (not only the remainder) are summed
     h = _Holder([(3, 4), (5,), (2, 2, 2)] + ([(3, 700)] if big else []), batch=6, seed=seed, spread=spread)
     orig = [prm.grad_sample.clone() for prm in h.params]
-    with clipping.accelerator_path(one_pass):
+    with _device.accelerator_path(one_pass):
         _, out = _clipped_per_sample(GGDPOptimizer, h, p, c)
     for i, parts in enumerate(out):
         n = float(_ref_norm([x.unsqueeze(0) for x in parts], p)[0])  # exact (float64)
@@ -141,7 +141,7 @@ def test_flat_clipping_bound_property(p, c, seed, spread, one_pass, big):
 )
 def test_per_layer_clipping_bound_property(p, cs, seed, spread, one_pass):
     h = _Holder([(3, 4), (5,), (2, 1100)], batch=5, seed=seed, spread=spread)
-    with clipping.accelerator_path(one_pass):
+    with _device.accelerator_path(one_pass):
         opt, out = _clipped_per_sample(GGDPPerLayerOptimizer, h, p, cs)
     assert opt.max_grad_norm == pytest.approx(total_sensitivity(cs, p))
     for parts in out:

@@ -1,5 +1,5 @@
 """The Ziggurat's accelerator-only branches (one pass, explicit random range), run on CPU through the
-internal switch ``_ziggurat.accelerator_path``, and the sparse-mask position finder of the CPU path."""
+internal switch ``_device.accelerator_path``, and the sparse-mask position finder of the CPU path."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
+from opacus_gg import _device
 from opacus_gg import _ziggurat as Z
 from opacus_gg import distribution as D
 
@@ -19,13 +20,13 @@ def _gennorm(beta: float, scale: float):
 
 def test_switch_is_scoped():
     cpu = torch.device("cpu")
-    assert not Z.uses_accelerator_path(cpu)
-    with Z.accelerator_path():
-        assert Z.uses_accelerator_path(cpu)
-        with Z.accelerator_path(False):
-            assert not Z.uses_accelerator_path(cpu)
-        assert Z.uses_accelerator_path(cpu)
-    assert not Z.uses_accelerator_path(cpu)
+    assert not _device.uses_accelerator_path(cpu)
+    with _device.accelerator_path():
+        assert _device.uses_accelerator_path(cpu)
+        with _device.accelerator_path(False):
+            assert not _device.uses_accelerator_path(cpu)
+        assert _device.uses_accelerator_path(cpu)
+    assert not _device.uses_accelerator_path(cpu)
 
 
 def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
@@ -38,7 +39,7 @@ def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "random_", spy)
     n = Z.CHUNK * 2 + 5
-    with Z.accelerator_path():
+    with _device.accelerator_path():
         D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(0))
         D.sample(100, 1.5, 1.0, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert calls[0] == (0, 2**31)  # one pass over all n draws: a single random_ call for the bulk
@@ -51,7 +52,7 @@ def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_accelerator_path_ks_against_gennorm(beta, dtype):
-    with Z.accelerator_path():
+    with _device.accelerator_path():
         x = D.sample(300_000, beta, 1.3, generator=torch.Generator().manual_seed(77), dtype=dtype)
     assert x.dtype == dtype and torch.isfinite(x).all()
     assert stats.kstest(x.double().numpy(), _gennorm(beta, 1.3).cdf).pvalue > 1e-3
@@ -66,7 +67,7 @@ def test_accelerator_path_tail_masses(beta, dtype):
     """P(|X| > t) at t = r/2, r, 1.2 r and 2r against the exact sf (binomial, 5 standard deviations)."""
     r = Z.table(beta)[0]
     n = 2_000_000
-    with Z.accelerator_path():
+    with _device.accelerator_path():
         x = D.sample(n, beta, 1.0, generator=torch.Generator().manual_seed(6), dtype=dtype).abs()
     for t in (0.5 * r, r, 1.2 * r, 2 * r):
         p = 2 * float(D.sf(t, beta, 1.0))
@@ -76,7 +77,7 @@ def test_accelerator_path_tail_masses(beta, dtype):
 
 def test_accelerator_path_reproducible_and_two_sample_equal_to_cpu_path():
     n = 200_000
-    with Z.accelerator_path():
+    with _device.accelerator_path():
         a = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(3))
         b = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(3))
     c = D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(4))
@@ -92,8 +93,6 @@ def test_true_positions_matches_nonzero(density):
 
 
 def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
-    from opacus_gg import _threads
-
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -102,7 +101,7 @@ def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
         monkeypatch.setattr(Z, "_sample", lambda *a: seen.append(torch.get_num_threads()) or orig(*a))
         D.sample(1000, 1.5, 1.0)
         assert seen and set(seen) == {1} and torch.get_num_threads() == 2
-        with _threads.one_thread():
+        with _device.one_thread():
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 2
     finally:
