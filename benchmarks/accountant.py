@@ -1,6 +1,6 @@
 """Benchmark of the certified GG accountant (``python benchmarks/accountant.py``).
 
-First the issue-9 speed targets as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians of
+First the speed targets as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians of
 ``--runs`` cold runs, every cache cleared before each): repeated get_epsilon during training, a 20-segment
 history, a cold call; and a σ solve. ``get_epsilon`` computes the proven ε only (β = 1.5, d = 10^6: the Rényi
 bound over the ℓp ball); the cold full report (that ε and the equal-spread PRV ε beside it) is timed too.
@@ -82,7 +82,7 @@ DELTA = 1e-5
 
 
 def targets(runs: int, dim: int) -> None:
-    """The issue-9 speed targets, as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians)."""
+    """The speed targets, as ratios to Opacus's PRVAccountant at β = 2 in the same run (medians)."""
     beta, q = 1.5, 0.01
     rows = []
     # 1. repeated get_epsilon during training: every 100 steps up to 10^4
@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--sample-rate", type=float, default=0.001)
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--runs", type=int, default=3, help="runs per target (the median is printed)")
-    ap.add_argument("--targets-only", action="store_true", help="only the issue-9 speed targets")
+    ap.add_argument("--targets-only", action="store_true", help="only the speed targets")
     args = ap.parse_args()
     targets(args.runs, args.dim)
     if args.targets_only:
