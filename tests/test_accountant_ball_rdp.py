@@ -129,15 +129,15 @@ def test_chords_in_order_bound_the_directly_computed_orders():
 def test_subsampled_rdp_matches_rdp_module_and_is_monotone_in_moments():
     orders = [2, 3, 8, 20]
     logm = np.array([log_moment(j, 1.2, 1.5) for j in range(21)])
-    mine = br.subsampled_rdp_from_log_moments(orders, 0.05, logm)
+    mine = br.subsampled_rdp_upper(orders, 0.05, logm)
     ref = subsampled_rdp(orders, noise_multiplier=1 / 1.2, sample_rate=0.05, beta=1.5)
     for k in ("remove", "add"):
-        # same moments, same formula, summed in a different order: float64 round-off
+        # same moments, same formula (renyi.subsampled_rdp_from_log_moments), plus the 1e-12 round-up
         np.testing.assert_allclose(mine[k], ref[k], rtol=1e-9)
     for j in (2, 5, 20):
         bumped = logm.copy()
         bumped[j] += 0.1
-        more = br.subsampled_rdp_from_log_moments(orders, 0.05, bumped)
+        more = br.subsampled_rdp_upper(orders, 0.05, bumped)
         for k in ("remove", "add"):
             assert np.all(more[k] >= mine[k])
 

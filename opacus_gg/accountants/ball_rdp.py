@@ -39,7 +39,7 @@ __all__ = [
     "log_moment_upper",
     "ball_log_moment",
     "ball_log_moments",
-    "subsampled_rdp_from_log_moments",
+    "subsampled_rdp_upper",
     "step_rdp",
     "rdp_ball_curves",
     "rdp_ball_epsilon",
@@ -348,41 +348,11 @@ def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: 
     return out
 
 
-def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
-    r"""One-step RDP per order from upper bounds logm[j] ≥ log M(j), j = 0 … max(orders) (see module doc).
-
-    remove: log Σ_j C(α,j)(1-q)^{α-j} q^j e^{logm[j]} /(α-1); add: log min(Jensen, Taylor)/(α-1).
-    """
-    q = float(sample_rate)
-    remove, add = [], []
-    lm2 = float(logm[2])
-    if lm2 <= 0.0:
-        log_chi2 = -math.inf
-    elif lm2 < 700:
-        log_chi2 = math.log(math.expm1(lm2))
-    else:
-        log_chi2 = lm2 + math.log1p(-math.exp(-lm2))
-    for alpha in orders:
-        alpha = int(alpha)
-        j = np.arange(alpha + 1)
-        log_binom = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
-        with np.errstate(divide="ignore"):
-            log_terms = log_binom + j * math.log(q) + logm[: alpha + 1]
-        if q < 1.0:
-            log_terms = log_terms + (alpha - j) * math.log1p(-q)
-        else:
-            log_terms = np.where(j == alpha, log_terms, -np.inf)
-        remove.append(float(special.logsumexp(log_terms)) / (alpha - 1))
-        jensen = float(np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha]))
-        if q < 1.0:
-            taylor = float(np.logaddexp(
-                0.0, math.log(alpha * (alpha - 1) / 2) - (alpha + 1) * math.log1p(-q) + 2 * math.log(q) + log_chi2
-            ))
-            add.append(min(jensen, taylor) / (alpha - 1))
-        else:
-            add.append(jensen / (alpha - 1))
-    up = 1.0 + _FP_SLACK
-    return {"remove": np.array(remove) * up, "add": np.array(add) * up}
+def subsampled_rdp_upper(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
+    r"""One-step RDP per order from upper bounds logm[j] ≥ log M(j) (Lemma 6:
+    :func:`.renyi.subsampled_rdp_from_log_moments`, monotone in every logm[j]), rounded up by 1 + 1e-12."""
+    one = renyi.subsampled_rdp_from_log_moments(orders, sample_rate, logm)
+    return {k: v * (1.0 + _FP_SLACK) for k, v in one.items()}
 
 
 @lru_cache(maxsize=256)
@@ -390,11 +360,11 @@ def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int,
              orders: Tuple[int, ...]) -> Dict[str, np.ndarray]:
     r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders).
 
-    = :func:`subsampled_rdp_from_log_moments` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
+    = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
     arrays are read-only (shared by every history with this step: growing histories and noise schedules).
     """
     logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
-    one = subsampled_rdp_from_log_moments(orders, sample_rate, logm)
+    one = subsampled_rdp_upper(orders, sample_rate, logm)
     for v in one.values():
         v.setflags(write=False)
     return one

@@ -35,7 +35,7 @@ from scipy import integrate, optimize, special
 from ..validation import validate_beta, validate_clip_norm_p, validate_positive, validate_sample_rate
 from .shapes import per_coordinate_shift
 
-__all__ = ["DEFAULT_ORDERS", "log_moment", "renyi_divergence", "subsampled_rdp"]
+__all__ = ["DEFAULT_ORDERS", "log_moment", "renyi_divergence", "subsampled_rdp", "subsampled_rdp_from_log_moments"]
 
 DEFAULT_ORDERS: List[int] = list(range(2, 65)) + [80, 96, 128, 160, 192, 256]
 _LOG_INF = 1e8  # log-moments beyond this are treated as +inf (the order is useless anyway)
@@ -124,28 +124,41 @@ def subsampled_rdp(
     if any(o < 2 for o in orders):
         raise ValueError("orders must be integers ≥ 2")
     a_k = per_coordinate_shift(sigma, int(k), p)
-    max_order = max(orders)
-    logm = np.array([k * log_moment(j, a_k, beta) for j in range(max_order + 1)])  # log M_k(j)
-    if logm[2] <= 0.0:  # no shift: χ² = 0
+    logm = np.array([k * log_moment(j, a_k, beta) for j in range(max(orders) + 1)])  # log M_k(j)
+    return subsampled_rdp_from_log_moments(orders, q, logm)
+
+
+def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
+    r"""One-step RDP per integer order α ≥ 2 of the Poisson-subsampled pair whose moments are logm[j] = log M(j),
+    j = 0 … max(orders) (exact values, or upper bounds: both results are non-decreasing in every logm[j]).
+
+    remove: log Σ_j C(α,j)(1-q)^{α-j} q^j M(j) / (α-1) (exact); add: log min(Jensen, Taylor) / (α-1), Jensen
+    (1-q) + q·M(α), Taylor 1 + C(α,2)(1-q)^{-α-1} q² (M(2) - 1) (module doc).
+    """
+    q = float(sample_rate)
+    lm2 = float(logm[2])
+    if lm2 <= 0.0:  # no shift: χ² = 0
         log_chi2 = -math.inf
     else:  # log χ² = log(M(2) - 1)
-        log_chi2 = math.log(math.expm1(logm[2])) if logm[2] < 700 else logm[2] + math.log1p(-math.exp(-logm[2]))
+        log_chi2 = math.log(math.expm1(lm2)) if lm2 < 700 else lm2 + math.log1p(-math.exp(-lm2))
     remove, add = [], []
     for alpha in orders:
+        alpha = int(alpha)
         j = np.arange(alpha + 1)
         log_binom = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
-        log_terms = log_binom + j * math.log(q) + logm[: alpha + 1]
+        with np.errstate(divide="ignore"):
+            log_terms = log_binom + j * math.log(q) + logm[: alpha + 1]
         if q < 1.0:
             log_terms = log_terms + (alpha - j) * math.log1p(-q)
         else:
             log_terms = np.where(j == alpha, log_terms, -np.inf)
-        remove.append(special.logsumexp(log_terms) / (alpha - 1))
+        remove.append(float(special.logsumexp(log_terms)) / (alpha - 1))
         # add direction: min(Jensen, Taylor) upper bounds of E_Q[(1-q+qe^ℓ)^{1-α}]
-        jensen = np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha])
+        jensen = float(np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha]))
         if q < 1.0:
-            taylor = np.logaddexp(
+            taylor = float(np.logaddexp(
                 0.0, math.log(alpha * (alpha - 1) / 2) - (alpha + 1) * math.log1p(-q) + 2 * math.log(q) + log_chi2
-            )
+            ))
             add.append(min(jensen, taylor) / (alpha - 1))
         else:
             add.append(jensen / (alpha - 1))
