@@ -30,6 +30,7 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
+    validate_nonnegative,
     validate_positive,
     validate_positive_int,
     validate_sample_rate,
@@ -111,9 +112,7 @@ def epsilon_from_mu(mu: float, delta: float) -> float:
 
 def tradeoff(alpha: Union[float, np.ndarray], mu: float) -> Union[float, np.ndarray]:
     r"""GDP trade-off curve G_μ(α) = Φ(Φ^{-1}(1 - α) - μ) (minimal type-II error at type-I error α)."""
-    mu = float(mu)
-    if not math.isfinite(mu) or mu < 0:
-        raise ValueError(f"mu must be a finite number ≥ 0, got {mu!r}")
+    mu = validate_nonnegative(mu, "mu")
     a = np.asarray(alpha, dtype=np.float64)
     if np.any((a < 0) | (a > 1)) or np.any(np.isnan(a)):
         raise ValueError("alpha must lie in [0, 1]")

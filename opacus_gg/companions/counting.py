@@ -72,8 +72,7 @@ def _two_sf(t: float, beta: float, scale: float) -> float:
 def linf_error_quantile(k: int, beta: float, scale: float, prob: float = 0.95) -> float:
     r"""t with P(max_i |X_i| ≤ t) = prob: t = s·(β·Q^{-1}(1/β, u))^{1/β}, u = -expm1(log(prob)/k)."""
     k, beta, scale = _k(k), validate_beta(beta), validate_scale(scale)
-    if not (0.0 < float(prob) < 1.0):
-        raise ValueError(f"prob must be in (0, 1), got {prob!r}")
+    prob = validate_delta(prob, "prob")  # a number in (0, 1)
     u = -math.expm1(math.log(prob) / k)  # = 2 sf(t)
     return float(scale * (beta * special.gammainccinv(1.0 / beta, u)) ** (1.0 / beta))
 
