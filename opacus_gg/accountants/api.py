@@ -17,7 +17,7 @@ import math
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ..validation import validate_delta, validate_delta_error, validate_positive
+from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .composition import CompositionResult, compose_delta, compose_history
 from .history import Segment, normalize_history
@@ -205,9 +205,7 @@ def compute_delta(
     σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
     T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
     """
-    epsilon = float(epsilon)
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon!r}")
+    epsilon = validate_nonnegative(epsilon, "epsilon")
     segs = normalize_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)])
     if segs[0].noiseless:
         q, t = segs[0].sample_rate, segs[0].steps
