@@ -8,8 +8,10 @@ Opacus engine (ℓ2 clipping, Gaussian noise) and the GG engines (ℓp clipping 
 timed round-robin, step by step, so that load from other processes hits all alike; each row prints
 the median step time and the median of the per-step in-run ratios to Opacus's step of the same round
 (target ≤ 1.05). A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
-accountant hook + optimizer update. On CUDA the peak allocated memory of a step is printed too
-(ratio to Opacus's); on a GPU run ``python benchmarks/step_overhead.py --device cuda``.
+accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
+max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
+noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events.
+On a GPU: ``python benchmarks/step_overhead.py --device cuda``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import warnings
 import torch
 from opacus import PrivacyEngine
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg import GGPrivacyEngine
@@ -68,13 +71,24 @@ def step(model, opt, x, y, device) -> float:
 
 
 def peak_bytes(model, opt, x, y, device) -> float:
-    """Peak CUDA memory allocated during one step (nan on CPU)."""
-    if device.type != "cuda":
-        return float("nan")
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats(device)
-    step(model, opt, x, y, device)
-    return float(torch.cuda.max_memory_allocated(device))
+    """Peak memory of a step. CUDA: max allocated bytes over the whole step. CPU: peak of the bytes
+    allocated and not yet freed inside ``opt.step()`` (clipping + noise + update, the part that differs
+    from Opacus; forward and backward run Opacus's own hooks), from the profiler's allocation events."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+        step(model, opt, x, y, device)
+        return float(torch.cuda.max_memory_allocated(device))
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        opt.step()
+    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
+    live = peak = 0
+    for e in events:
+        live += e.self_cpu_memory_usage
+        peak = max(peak, live)
+    return float(peak)
 
 
 def main() -> None:
@@ -111,7 +125,7 @@ def main() -> None:
             med = statistics.median(times[c])
             ratio = statistics.median(t / b for t, b in zip(times[c], base))
             label = "Opacus (l2, Gaussian)" if c[0] == "opacus" else f"GG beta=clip_norm_p={c[1]:g}"
-            mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}" if dev.type == "cuda" else ""
+            mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}"
             print(f"  {label:24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
         del built
 

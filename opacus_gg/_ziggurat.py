@@ -114,6 +114,23 @@ def _tensors(beta: float, scale: float, device, work_dtype):
     return tabs
 
 
+def _lattice_tensors(beta: float, scale: float, work_dtype):
+    """CPU tables by (layer, sign) index, in units of the lattice integer k: fast-accept thresholds
+    K_i = ceil(X_{i+1}/X_i · 2^M) (k ≥ K_i is rejected) and signed widths W_i·2^-M' (x = k·W_i·2^-M')."""
+    key = ("lattice", float(beta), float(scale), work_dtype)
+    if key in _TENSORS:
+        return _TENSORS[key]
+    width, thr = _tensors(beta, scale, "cpu", work_dtype)
+    mant, fac = _bits(work_dtype, False)[3:5]
+    lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
+    tabs = (
+        (thr.double() / lattice).to(work_dtype),  # integers < 2^53: exact
+        (width.double() * lattice).to(work_dtype),  # power-of-two scaling: exact
+    )
+    _TENSORS[key] = tabs
+    return tabs
+
+
 def tail(k: int, beta: float, r: float, generator: Optional[torch.Generator], device) -> torch.Tensor:
     """k i.i.d. float64 draws of X | X > r, density ∝ exp(-x^β/β): shifted-exponential rejection."""
     lam = r ** (beta - 1.0)
@@ -123,7 +140,7 @@ def tail(k: int, beta: float, r: float, generator: Optional[torch.Generator], de
         m = 2 * (k - out.numel()) + 16
         e = torch.rand(m, generator=generator, device=device, dtype=torch.float64).neg_().log1p_().neg_()
         x = e.div_(lam).add_(r)
-        logp = -(x.pow(beta) / beta - h_r - lam * (x - r))
+        logp = -(_pow(x, beta).div_(beta) - h_r - lam * (x - r))
         u = torch.rand(m, generator=generator, device=device, dtype=torch.float64)
         out = torch.cat([out, x[u < logp.clamp_(max=0.0).exp_()]])
     return out[:k]
@@ -148,23 +165,32 @@ def _fix(u, idx, beta, scale, generator, device, work_dtype) -> torch.Tensor:
     """Exact outcome (signed, scaled, float64) of the draws (u, idx) that missed the fast path."""
     r = table(beta)[0]
     width, g_lo, g_span, ssign = _fix_tables(beta, scale, device, work_dtype)
-    idx = idx.long()
     x = u.to(torch.float64).mul_(width.index_select(0, idx))
     y = torch.rand(x.numel(), generator=generator, device=device, dtype=torch.float64)
     y.mul_(g_span.index_select(0, idx)).add_(g_lo.index_select(0, idx))
-    ok = y < x.pow(beta).mul_(-1.0 / beta).exp_()  # wedge: vertical test (always False in the base layer)
+    # wedge: vertical test y < g(x) = exp(-x^β/β), x^β as exp(β·log x) (vectorised; pow is not);
+    # always False in the base layer (NaN bounds), which sends it to the tail
+    ok = y < _pow(x, beta).mul_(-1.0 / beta).exp_()
     res = x.mul_(ssign.index_select(0, idx))
     bad = (~ok).nonzero().flatten()
     if bad.numel():
-        ib = idx[bad]
+        ib = idx.index_select(0, bad)
         base = (ib >> 1) == 0
-        tl = bad[base]
+        tl = bad.masked_select(base)
         if tl.numel():  # base layer beyond r: the tail, signed
-            res[tl] = tail(tl.numel(), beta, r, generator, device).mul_(ssign.index_select(0, ib[base]))
-        redo = bad[~base]
+            sg = ssign.index_select(0, ib.masked_select(base))
+            res.index_copy_(0, tl, tail(tl.numel(), beta, r, generator, device).mul_(sg))
+        redo = bad.masked_select(~base)
         if redo.numel():  # wedge rejections: fresh draws from scratch
-            res[redo] = sample(redo.numel(), beta, scale, generator, device, work_dtype).to(torch.float64)
+            res.index_copy_(0, redo, sample(redo.numel(), beta, scale, generator, device, work_dtype).to(torch.float64))
     return res
+
+
+def _pow(x: torch.Tensor, beta: float) -> torch.Tensor:
+    """x^β for x ≥ 0 (a new tensor): exp(β·log x), vectorised (0 ↦ 0); x itself for β = 1."""
+    if beta == 1.0:
+        return x.clone()
+    return torch.log(x).mul_(beta).exp_()
 
 
 def _true_positions(mask: torch.Tensor) -> torch.Tensor:
@@ -182,7 +208,52 @@ def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> 
     device = torch.device(device)
     accel = uses_accelerator_path(device)
     with contextlib.nullcontext() if device.type != "cpu" else one_thread():
+        if not accel:
+            return _sample_cpu(n, beta, scale, generator, work_dtype)
         return _sample(n, beta, scale, generator, device, work_dtype, accel)
+
+
+def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype) -> torch.Tensor:
+    """CPU path: chunks of ``CHUNK`` draws whose scratch stays in cache, random words from ``random_``'s
+    default range; the lattice integer k itself is converted to float (x = k exactly, k < 2^52), so that
+    the threshold test is k ≥ K_i and x = k·(W_i·2^-M') is one rounded product, as on the accelerator path
+    (W_i·2^-M' is exact: a power-of-two scaling). The fast-accept compare and the search for the few
+    rejected positions run in numpy (vectorised; torch's bool-output compare is ~4× slower here)."""
+    thr_k, width_k = _lattice_tensors(beta, scale, work_dtype)
+    int_dtype, shift, _, mant, fac, _ = _bits(work_dtype, False)
+    out = torch.empty(n, dtype=work_dtype)
+    if n == 0:
+        return out
+    c = min(n, CHUNK)
+    k_buf = torch.empty(c, dtype=int_dtype)
+    idx_buf = torch.empty(c, dtype=int_dtype)
+    w_buf = torch.empty(c, dtype=work_dtype)
+    m_buf = np.empty(c, dtype=np.bool_)
+    rej_pos, rej_k, rej_idx = [], [], []
+    for a in range(0, n, c):
+        m = min(c, n - a)
+        k, x, idx, w = k_buf[:m], out[a : a + m], idx_buf[:m], w_buf[:m]
+        k.random_(generator=generator)  # [0, 2^31) for int32, [0, 2^63) for int64
+        torch.bitwise_and(k, 2 * LAYERS - 1, out=idx)
+        k.bitwise_right_shift_(shift)
+        x.copy_(k)
+        torch.index_select(thr_k, 0, idx, out=w)
+        mask = m_buf[:m]
+        np.greater_equal(x.numpy(), w.numpy(), out=mask)
+        rej = np.flatnonzero(mask)
+        if rej.size:
+            r = torch.from_numpy(rej)
+            rej_pos.append(r + a)
+            rej_k.append(k.index_select(0, r))
+            rej_idx.append(idx.index_select(0, r))
+        torch.index_select(width_k, 0, idx, out=w)
+        x.mul_(w)
+    if rej_pos:
+        lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
+        u = torch.cat(rej_k).to(torch.float64).mul_(lattice).to(work_dtype)  # u = k·2^-M' exactly
+        ix = torch.cat(rej_idx)
+        out[torch.cat(rej_pos)] = _fix(u, ix, beta, scale, generator, torch.device("cpu"), work_dtype).to(work_dtype)
+    return out
 
 
 def _sample(n: int, beta: float, scale: float, generator, device, work_dtype, accel: bool) -> torch.Tensor:

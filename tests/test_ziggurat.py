@@ -97,8 +97,8 @@ def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
     torch.set_num_threads(2)
     try:
         seen = []
-        orig = Z._sample
-        monkeypatch.setattr(Z, "_sample", lambda *a: seen.append(torch.get_num_threads()) or orig(*a))
+        orig = Z._sample_cpu
+        monkeypatch.setattr(Z, "_sample_cpu", lambda *a: seen.append(torch.get_num_threads()) or orig(*a))
         D.sample(1000, 1.5, 1.0)
         assert seen and set(seen) == {1} and torch.get_num_threads() == 2
         with _device.one_thread():
