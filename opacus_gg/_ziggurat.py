@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Optional, Tuple
+import queue
+import threading
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -34,6 +36,7 @@ from ._device import one_thread, uses_accelerator_path
 
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
+PIPELINE_MIN = 4 * CHUNK  # with ≥ 2 threads, from this size the random words are drawn on a second thread
 
 _TABLES: dict = {}
 _TENSORS: dict = {}
@@ -207,33 +210,36 @@ def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> 
     """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above."""
     device = torch.device(device)
     accel = uses_accelerator_path(device)
+    pipelined = torch.get_num_threads() >= 2 and n >= PIPELINE_MIN
     with contextlib.nullcontext() if device.type != "cpu" else one_thread():
         if not accel:
-            return _sample_cpu(n, beta, scale, generator, work_dtype)
+            return _sample_cpu(n, beta, scale, generator, work_dtype, pipelined)
         return _sample(n, beta, scale, generator, device, work_dtype, accel)
 
 
-def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype) -> torch.Tensor:
+def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, pipelined: bool = False) -> torch.Tensor:
     """CPU path: chunks of ``CHUNK`` draws whose scratch stays in cache, random words from ``random_``'s
     default range; the lattice integer k itself is converted to float (x = k exactly, k < 2^52), so that
     the threshold test is k ≥ K_i and x = k·(W_i·2^-M') is one rounded product, as on the accelerator path
     (W_i·2^-M' is exact: a power-of-two scaling). The fast-accept compare and the search for the few
-    rejected positions run in numpy (vectorised; torch's bool-output compare is ~4× slower here)."""
+    rejected positions run in numpy (vectorised; torch's bool-output compare is ~4× slower here).
+
+    ``pipelined`` (≥ 2 torch threads): a second thread draws the chunks' random words, in chunk order,
+    while this one transforms the previous chunk. The generator is used in the same order either way,
+    so the output is bit-identical to the serial path."""
     thr_k, width_k = _lattice_tensors(beta, scale, work_dtype)
     int_dtype, shift, _, mant, fac, _ = _bits(work_dtype, False)
     out = torch.empty(n, dtype=work_dtype)
     if n == 0:
         return out
     c = min(n, CHUNK)
-    k_buf = torch.empty(c, dtype=int_dtype)
     idx_buf = torch.empty(c, dtype=int_dtype)
     w_buf = torch.empty(c, dtype=work_dtype)
     m_buf = np.empty(c, dtype=np.bool_)
     rej_pos, rej_k, rej_idx = [], [], []
-    for a in range(0, n, c):
-        m = min(c, n - a)
-        k, x, idx, w = k_buf[:m], out[a : a + m], idx_buf[:m], w_buf[:m]
-        k.random_(generator=generator)  # [0, 2^31) for int32, [0, 2^63) for int64
+    for a, k in _random_chunks(n, c, int_dtype, generator, pipelined):
+        m = len(k)
+        x, idx, w = out[a : a + m], idx_buf[:m], w_buf[:m]
         torch.bitwise_and(k, 2 * LAYERS - 1, out=idx)
         k.bitwise_right_shift_(shift)
         x.copy_(k)
@@ -254,6 +260,48 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype) -> tor
         ix = torch.cat(rej_idx)
         out[torch.cat(rej_pos)] = _fix(u, ix, beta, scale, generator, torch.device("cpu"), work_dtype).to(work_dtype)
     return out
+
+
+def _random_chunks(n: int, c: int, int_dtype, generator, pipelined: bool) -> Iterator[Tuple[int, torch.Tensor]]:
+    """(offset, words) for the chunks [a, a + c) of [0, n), in order; words = ``random_`` over a reused
+    buffer (valid until the next item). Pipelined: drawn ahead by a producer thread into 3 rotating buffers
+    (torch releases the GIL in ``random_``), handed over through queues; its errors are re-raised here."""
+    spans = [(a, min(c, n - a)) for a in range(0, n, c)]
+    if not pipelined:
+        buf = torch.empty(c, dtype=int_dtype)
+        for a, m in spans:
+            yield a, buf[:m].random_(generator=generator)
+        return
+    free: queue.Queue = queue.Queue()
+    ready: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    for _ in range(3):
+        free.put(torch.empty(c, dtype=int_dtype))
+
+    def produce() -> None:
+        try:
+            for a, m in spans:
+                buf = free.get()
+                if stop.is_set():
+                    return
+                ready.put((a, buf, buf[:m].random_(generator=generator)))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            ready.put(e)
+
+    worker = threading.Thread(target=produce, name="opacus_gg-ziggurat-words", daemon=True)
+    worker.start()
+    try:
+        for _ in spans:
+            item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            a, buf, words = item
+            yield a, words
+            free.put(buf)
+    finally:
+        stop.set()
+        free.put(None)  # wakes the producer if it waits for a buffer
+        worker.join()
 
 
 def _sample(n: int, beta: float, scale: float, generator, device, work_dtype, accel: bool) -> torch.Tensor:

@@ -106,3 +106,35 @@ def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pipelined_cpu_path_is_bit_identical_to_the_serial_one(dtype):
+    """With ≥ 2 threads the random words are drawn by a producer thread, in the same order: same output."""
+    n = Z.CHUNK * 5 + 17
+    a = Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, pipelined=False)
+    b = Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, pipelined=True)
+    assert torch.equal(a, b)
+
+
+def test_sample_pipelines_only_with_two_threads_and_large_n(monkeypatch):
+    before = torch.get_num_threads()
+    seen = []
+    orig = Z._sample_cpu
+    monkeypatch.setattr(Z, "_sample_cpu", lambda *a: seen.append((a[0], a[-1])) or orig(*a))
+    try:
+        for threads, n in ((1, Z.PIPELINE_MIN), (2, Z.PIPELINE_MIN - 1), (2, Z.PIPELINE_MIN)):
+            torch.set_num_threads(threads)
+            D.sample(n, 3.0, 1.0)
+    finally:
+        torch.set_num_threads(before)
+    top = [p for n, p in seen if n >= Z.PIPELINE_MIN - 1]  # (the wedge redraws are small calls)
+    assert top == [False, False, True]
+
+
+def test_pipelined_producer_errors_reach_the_caller_and_early_stop_does_not_hang():
+    chunks = Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.int32, torch.Generator().manual_seed(0), True)
+    next(chunks)
+    chunks.close()  # consumer stops early: the producer is released and joined
+    with pytest.raises(TypeError):
+        list(Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.int32, "not a generator", True))
