@@ -1,13 +1,14 @@
 """Benchmark: one training step of GGPrivacyEngine (β = clip_norm_p = p) vs Opacus's PrivacyEngine (not a test).
 
-    python benchmarks/step_overhead.py [--batch 256] [--steps 5] [--device cpu|cuda] [--threads N]
+    python benchmarks/step_overhead.py [--batch 256] [--steps 5] [--runs 1] [--device cpu|cuda] [--threads N]
                                        [--ps 1 1.5 3 4] [--clipping flat per_layer]
 
 Same ~1M-parameter CNN (CIFAR-shaped input), same fixed batch, same run. For each clipping mode the
 Opacus engine (ℓ2 clipping, Gaussian noise) and the GG engines (ℓp clipping and GG(β = p) noise) are
 timed round-robin, step by step, so that load from other processes hits all alike; each row prints
 the median step time and the median of the per-step in-run ratios to Opacus's step of the same round
-(target ≤ 1.05). A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
+(target ≤ 1.05); with ``--runs R`` the whole measurement is repeated and the median of the R in-run
+ratios is printed last. A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
 accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
 max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
 noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events.
@@ -96,6 +97,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=1, help="repeat the whole measurement; prints the median ratios")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ps", type=float, nargs="+", default=[1.0, 1.5, 3.0, 4.0])
@@ -108,26 +110,37 @@ def main() -> None:
     torch.manual_seed(2)
     x = torch.randn(a.batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
-    print(f"device={dev} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()}")
-    for clipping in a.clipping:
-        configs = [("opacus", 2.0)] + [("gg", p) for p in a.ps]
-        built = {c: build(c[0], c[1], clipping, a.batch, dev) for c in configs}
-        times = {c: [] for c in configs}
-        for i in range(a.warmup + a.steps):
-            for c in configs:  # round-robin
-                t = step(*built[c], x, y, dev)
-                if i >= a.warmup:
-                    times[c].append(t)
-        peaks = {c: peak_bytes(*built[c], x, y, dev) for c in configs}
-        base = times[configs[0]]
-        print(f"clipping={clipping}")
-        for c in configs:
-            med = statistics.median(times[c])
-            ratio = statistics.median(t / b for t, b in zip(times[c], base))
-            label = "Opacus (l2, Gaussian)" if c[0] == "opacus" else f"GG beta=clip_norm_p={c[1]:g}"
-            mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}"
-            print(f"  {label:24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
-        del built
+    print(f"device={dev} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()} runs={a.runs}")
+    per_run = {}  # (clipping, config) -> in-run ratio of each run
+    for run in range(a.runs):
+        for clipping in a.clipping:
+            configs = [("opacus", 2.0)] + [("gg", p) for p in a.ps]
+            built = {c: build(c[0], c[1], clipping, a.batch, dev) for c in configs}
+            times = {c: [] for c in configs}
+            for i in range(a.warmup + a.steps):
+                for c in configs:  # round-robin
+                    t = step(*built[c], x, y, dev)
+                    if i >= a.warmup:
+                        times[c].append(t)
+            peaks = {c: peak_bytes(*built[c], x, y, dev) for c in configs}
+            base = times[configs[0]]
+            print(f"run {run + 1}: clipping={clipping}")
+            for c in configs:
+                med = statistics.median(times[c])
+                ratio = statistics.median(t / b for t, b in zip(times[c], base))
+                per_run.setdefault((clipping, c), []).append(ratio)
+                mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}"
+                print(f"  {_label(c):24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
+            del built
+    if a.runs > 1:
+        print(f"median over {a.runs} runs of the in-run ratios")
+        for (clipping, c), ratios in per_run.items():
+            runs = " ".join(f"{r:.3f}" for r in ratios)
+            print(f"  {clipping:9s} {_label(c):24s} {statistics.median(ratios):5.3f}   ({runs})")
+
+
+def _label(c) -> str:
+    return "Opacus (l2, Gaussian)" if c[0] == "opacus" else f"GG beta=clip_norm_p={c[1]:g}"
 
 
 if __name__ == "__main__":

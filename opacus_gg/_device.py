@@ -4,7 +4,9 @@ cover them without a GPU), and a one-thread scope for CPU loops of many small to
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -24,6 +26,39 @@ def one_thread() -> Iterator[None]:
     finally:
         if n > 1:
             torch.set_num_threads(n)
+
+
+_POOL: Optional[ThreadPoolExecutor] = None
+
+
+def _drop_pool() -> None:
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_drop_pool)  # a forked child (DataLoader worker) must not reuse the threads
+
+
+def run_split(fn: Callable[[int, int], None], n: int, workers: int) -> None:
+    """Call ``fn(lo, hi)`` on ``workers`` contiguous ranges covering [0, n): the first range on this thread, the
+    others on a shared thread pool (torch releases the GIL in its ops), then wait for all; their errors are
+    re-raised here. For chunk loops of small CPU ops that ran serially under :func:`one_thread`: each worker
+    keeps one intra-op thread, and with ``workers`` = ``torch.get_num_threads()`` the loop uses as many cores
+    as a torch op would."""
+    global _POOL
+    workers = max(1, min(workers, n))
+    if workers == 1:
+        fn(0, n)
+        return
+    if _POOL is None or _POOL._max_workers < workers - 1:
+        _POOL = ThreadPoolExecutor(max_workers=max(workers - 1, (os.cpu_count() or 2) - 1), thread_name_prefix="opacus_gg")
+    bounds = [n * w // workers for w in range(workers + 1)]
+    futures = [_POOL.submit(fn, bounds[w], bounds[w + 1]) for w in range(1, workers)]
+    try:
+        fn(bounds[0], bounds[1])
+    finally:
+        for f in futures:
+            f.result()
 
 
 #: set by :func:`accelerator_path`: CPU code takes the accelerator-only branches (tests)

@@ -19,7 +19,7 @@ from typing import List, Sequence, Union
 
 import torch
 
-from ._device import one_thread, uses_accelerator_path
+from ._device import one_thread, run_split, uses_accelerator_path
 
 __all__ = ["per_sample_norms", "per_layer_norms", "clip_factors", "total_sensitivity", "check_finite"]
 
@@ -116,8 +116,9 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     f's dtype: each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
     entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
-    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary), on one
-    thread (see ``_device.one_thread``).
+    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary); the chunks
+    are split over ``torch.get_num_threads()`` workers, each a loop on one intra-op thread
+    (``_device.run_split``, ``_device.one_thread``); the sums do not depend on the split.
     Accelerators (or inside :func:`opacus_gg._device.accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
@@ -134,13 +135,19 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
         else:
             partial = torch.empty((B, m), dtype=f.dtype, device=f.device)
             rows = max(1, _CHUNK_ELEMS // (m * _BLOCK))
-            cap = min(rows, B)
-            buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
-            tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
-            with one_thread():
-                for i in range(0, B, rows):
+            starts = range(0, B, rows)
+
+            def chunks(lo: int, hi: int) -> None:  # chunks lo..hi-1, with this worker's own scratch
+                cap = min(rows, B - starts[lo])
+                buf = torch.empty((cap, m, _BLOCK), dtype=f.dtype, device=f.device)
+                tmp = torch.empty_like(buf) if p in (1.5, 2.5, 3.0) else buf
+                for i in starts[lo:hi]:
                     k = min(rows, B - i)
                     _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
+
+            workers = torch.get_num_threads()
+            with one_thread():
+                run_split(chunks, len(starts), workers)
             total += partial.double().sum(-1)
     if n > m * _BLOCK:
         rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1).double()

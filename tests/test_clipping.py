@@ -275,3 +275,34 @@ def test_half_powers_on_relu_like_gradients(p, path):
     ours = per_sample_norms([x], p).numpy()
     ref = _ref_norm([x], p)
     assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4) + 1e-30).all(), ours / ref - 1
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 3.0, 4.0])
+def test_norms_do_not_depend_on_the_number_of_threads(p, monkeypatch):
+    """The CPU chunk loop is split over torch.get_num_threads() workers: same sums, bit for bit."""
+    monkeypatch.setattr(clipping, "_CHUNK_ELEMS", 8192)
+    g = torch.Generator().manual_seed(13)
+    grads = [torch.randn(9, 3000, generator=g), torch.randn(9, 40, 50, generator=g)]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = per_sample_norms(grads, p)
+        torch.set_num_threads(3)
+        three = per_sample_norms(grads, p)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, three)
+
+
+def test_run_split_covers_the_range_once_and_reraises():
+    seen = []
+    _device.run_split(lambda lo, hi: seen.extend(range(lo, hi)), 10, 3)
+    assert sorted(seen) == list(range(10))
+
+    def fail(lo, hi):
+        if lo > 0:
+            raise RuntimeError("worker failed")
+
+    with pytest.raises(RuntimeError, match="worker failed"):
+        _device.run_split(fail, 4, 2)
