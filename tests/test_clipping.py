@@ -239,3 +239,47 @@ def test_per_layer_norms_equal_per_tensor_norms(p, path):
         assert torch.equal(ours, per_sample_norms([x], p))
         ref = _ref_norm([x], p)
         assert (ours.numpy() >= ref).all() and (ours.numpy() <= ref * (1 + 1e-4)).all()
+
+
+# -- the accelerator path: clip factors with a device flag, checked once per step ------------------------
+
+
+def _batch(kind: str, B: int = 5, n: int = 3000) -> torch.Tensor:
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(B, n, generator=g)
+    if kind == "huge":
+        x[1, 7] = 1e30  # Σ|x|^p overflows in float32 for p > 1: the rescaled path
+    elif kind == "zero":
+        x[2] = 0.0  # tiny (below 10^6·2n·tiny) with f = 1: needs nothing
+    elif kind == "nan":
+        x[3, 0] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("kind", ["normal", "zero", "huge", "nan"])
+def test_deferred_factors_flag_exactly_the_rare_cases(p, kind):
+    x = _batch(kind)
+    with _device.accelerator_path():
+        f, redo = clipping.clip_factors_deferred([x[:, :1000], x[:, 1000:]], p, 1.0)
+        expect = kind == "nan" or (kind == "huge" and not math.isinf(p) and p > 1.0)
+        assert redo.shape == () and bool(redo) == expect
+        if kind == "nan":
+            return
+        sync = clip_factors(per_sample_norms([x[:, :1000], x[:, 1000:]], p), 1.0)
+    if not expect:  # final factors: the synchronising path's (up to its rescaled norms' rounding)
+        np.testing.assert_allclose(f.numpy(), sync.numpy(), rtol=2e-4)
+        if kind == "normal":
+            assert torch.equal(f, sync)
+        if kind == "zero":
+            assert f[2] == 1.0 and sync[2] == 1.0 and (f[[0, 1, 3, 4]] < 1).all()
+
+
+def test_deferred_factors_flag_a_tiny_sample_that_may_be_clipped():
+    """A sample whose Σ|x|^p underflows: its one-pass bound is ≈ (2n·tiny)^{1/p}; with C below it the factor
+    is < 1 and depends on the loose bound, so the rescaled path is asked for."""
+    x = torch.randn(3, 1000)
+    x[0] = 1e-20  # |x|^3 = 1e-60 flushes to zero in float32
+    with _device.accelerator_path():
+        assert not bool(clipping.clip_factors_deferred([x], 3.0, 1.0)[1])
+        assert bool(clipping.clip_factors_deferred([x], 3.0, 1e-13)[1])
