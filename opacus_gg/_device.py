@@ -68,7 +68,9 @@ _FORCE_ACCELERATOR_PATH = False
 @contextlib.contextmanager
 def accelerator_path(enabled: bool = True) -> Iterator[None]:
     """Within the block, CPU work takes the accelerator-only branches: the sampler's one pass with an explicit
-    random range (:mod:`opacus_gg._ziggurat`), the norms' one fused pass with no chunks (:mod:`opacus_gg.clipping`)."""
+    random range and its static-shape finish (:mod:`opacus_gg._ziggurat`), the norms' one fused pass with no
+    chunks (:mod:`opacus_gg.clipping`), and the optimizer's deferred checks, read once per step
+    (:mod:`opacus_gg.optimizers.base`)."""
     global _FORCE_ACCELERATOR_PATH
     old, _FORCE_ACCELERATOR_PATH = _FORCE_ACCELERATOR_PATH, bool(enabled)
     try:

@@ -13,16 +13,29 @@ a fresh float64 uniform y (failures are redrawn from scratch), the tail x > r by
 proposal shifted to r, accepted with probability exp(-(x^β/β - r^β/β - r^{β-1}(x - r))) ≤ 1 (tangent
 bound; h(x) = x^β/β is convex for β ≥ 1).
 
-Two execution paths give the same distribution: on CPU the bulk runs in cache-sized chunks (random
-words drawn per chunk, on one intra-op thread) and the rejected positions are found word by word
-(8 mask bytes per int64); on accelerators it is one pass over the whole buffer, with the random range
-given explicitly to ``random_``. The accelerator path can
-be forced on CPU with :func:`opacus_gg._device.accelerator_path` (an internal switch for the tests).
+Two execution paths give the same distribution. On CPU (:func:`_sample_cpu`) the bulk runs in
+cache-sized chunks on one intra-op thread (with ≥ 2 torch threads a producer thread draws the chunks'
+random words ahead, in order: bit-identical output); the lattice integer is converted to float and
+multiplied by W_i·2^-M (x = k·W_i·2^-M, one rounding), the fast test is k ≥ K_i, the rejected positions
+are found by numpy and resolved by :func:`_fix`. On accelerators (:func:`sample_deferred`) nothing reads
+the device back: one pass over the whole buffer (random range given explicitly to ``random_``), the first
+K rejected positions by ``nonzero_static`` (K static: mean + 10 sd + 64), and :func:`_resolve` finishes
+them with static shapes: each slot's own vertical test; a failed wedge restarts by taking the k-th
+terminal candidate of a static pool of fresh candidates; a slot in the tail takes the k-th accepted
+proposal of a static pool of tail proposals (k = the slot's rank among those that need one). Exact
+because the terminal (accepted) elements of an i.i.d. stream, in order, are i.i.d. with the law of the
+first one, independently of the ranks. A 0-dim device flag says whether a budget was exceeded (≈ e^-50
+each); only then does :class:`Finisher` complete the unresolved draws by continuing their own sequences
+(a failed tail proposal is retried as a tail proposal, a failed wedge restarts from scratch). So a call
+synchronises the host once (:func:`sample` reads the flag), or never (the optimizer reads it with its
+other checks of the step). The accelerator path can be forced on CPU with
+:func:`opacus_gg._device.accelerator_path` (an internal switch for the tests).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import queue
 import threading
@@ -136,17 +149,24 @@ def _lattice_tensors(beta: float, scale: float, work_dtype):
 
 def tail(k: int, beta: float, r: float, generator: Optional[torch.Generator], device) -> torch.Tensor:
     """k i.i.d. float64 draws of X | X > r, density ∝ exp(-x^β/β): shifted-exponential rejection."""
-    lam = r ** (beta - 1.0)
-    h_r = r**beta / beta
     out = torch.empty(0, device=device, dtype=torch.float64)
     while out.numel() < k:
-        m = 2 * (k - out.numel()) + 16
-        e = torch.rand(m, generator=generator, device=device, dtype=torch.float64).neg_().log1p_().neg_()
-        x = e.div_(lam).add_(r)
-        logp = -(_pow(x, beta).div_(beta) - h_r - lam * (x - r))
-        u = torch.rand(m, generator=generator, device=device, dtype=torch.float64)
-        out = torch.cat([out, x[u < logp.clamp_(max=0.0).exp_()]])
+        x, ok = _tail_proposals(2 * (k - out.numel()) + 16, beta, r, generator, device)
+        out = torch.cat([out, x[ok]])
     return out[:k]
+
+
+def _tail_proposals(m: int, beta: float, r: float, generator: Optional[torch.Generator], device):
+    r"""m i.i.d. proposals of the tail sampler and their acceptance: x = r + E/λ, E ~ Exp(1), λ = r^{β-1},
+    accepted iff U < exp(-(x^β/β - r^β/β - λ(x - r))) (≤ 1, tangent bound). The accepted x, in the order of
+    the stream, are i.i.d. X | X > r."""
+    lam = r ** (beta - 1.0)
+    h_r = r**beta / beta
+    e = torch.rand(m, generator=generator, device=device, dtype=torch.float64).neg_().log1p_().neg_()
+    x = e.div_(lam).add_(r)
+    logp = -(_pow(x, beta).div_(beta) - h_r - lam * (x - r))
+    u = torch.rand(m, generator=generator, device=device, dtype=torch.float64)
+    return x, u < logp.clamp_(max=0.0).exp_()
 
 
 def _fix_tables(beta: float, scale: float, device, work_dtype):
@@ -164,17 +184,26 @@ def _fix_tables(beta: float, scale: float, device, work_dtype):
     return tabs
 
 
-def _fix(u, idx, beta, scale, generator, device, work_dtype) -> torch.Tensor:
-    """Exact outcome (signed, scaled, float64) of the draws (u, idx) that missed the fast path."""
-    r = table(beta)[0]
+def _vertical(u, idx, beta, scale, generator, device, work_dtype):
+    """(x, ok) for draws (u, idx) that missed the fast path: x = u·X_i signed and scaled (float64), and the
+    wedge's vertical test y < g(x) with a fresh float64 y uniform on the layer's span (always False in the
+    base layer, whose NaN bottom sends it to the tail). ``idx`` must be int64; a float64 ``u`` is overwritten
+    (callers pass gathered copies)."""
     width, g_lo, g_span, ssign = _fix_tables(beta, scale, device, work_dtype)
     x = u.to(torch.float64).mul_(width.index_select(0, idx))
     y = torch.rand(x.numel(), generator=generator, device=device, dtype=torch.float64)
     y.mul_(g_span.index_select(0, idx)).add_(g_lo.index_select(0, idx))
-    # wedge: vertical test y < g(x) = exp(-x^β/β), x^β as exp(β·log x) (vectorised; pow is not);
-    # always False in the base layer (NaN bounds), which sends it to the tail
+    # wedge: vertical test y < g(x) = exp(-x^β/β), x^β as exp(β·log x) (vectorised; pow is not)
     ok = y < _pow(x, beta).mul_(-1.0 / beta).exp_()
-    res = x.mul_(ssign.index_select(0, idx))
+    return x.mul_(ssign.index_select(0, idx)), ok
+
+
+def _fix(u, idx, beta, scale, generator, device, work_dtype) -> torch.Tensor:
+    """Exact outcome (signed, scaled, float64) of the draws (u, idx) that missed the fast path."""
+    r = table(beta)[0]
+    ssign = _fix_tables(beta, scale, device, work_dtype)[3]
+    idx = idx.long()
+    res, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype)
     bad = _positions(~ok)
     if bad.numel():
         ib = idx.index_select(0, bad)
@@ -204,25 +233,20 @@ def _pow(x: torch.Tensor, beta: float) -> torch.Tensor:
     return torch.log(x).mul_(beta).exp_()
 
 
-def _true_positions(mask: torch.Tensor) -> torch.Tensor:
-    """Indices of the True entries of a bool vector whose length is a multiple of 8, for sparse masks:
-    nonzero over int64 words (8 mask bytes each), then over the bytes of the words that are hit."""
-    hit = mask.view(torch.int64).nonzero().flatten()
-    if hit.numel() == 0:
-        return hit
-    row, col = mask.view(-1, 8).index_select(0, hit).nonzero(as_tuple=True)
-    return hit.index_select(0, row).mul_(8).add_(col)
-
-
 def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> torch.Tensor:
-    """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above."""
+    """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above.
+
+    Accelerator path: :func:`sample_deferred`, then ONE host synchronisation (reading ``pending``) and, in
+    the rare case, the exact finish."""
     device = torch.device(device)
-    accel = uses_accelerator_path(device)
     pipelined = torch.get_num_threads() >= 2 and n >= PIPELINE_MIN
     with contextlib.nullcontext() if device.type != "cpu" else one_thread():
-        if not accel:
-            return _sample_cpu(n, beta, scale, generator, work_dtype, pipelined)
-        return _sample(n, beta, scale, generator, device, work_dtype, accel)
+        if uses_accelerator_path(device):
+            out, finisher = sample_deferred(n, beta, scale, generator, device, work_dtype)
+            if bool(finisher.pending):  # the one host synchronisation
+                finisher.finish()
+            return out
+        return _sample_cpu(n, beta, scale, generator, work_dtype, pipelined)
 
 
 def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, pipelined: bool = False) -> torch.Tensor:
@@ -312,44 +336,176 @@ def _random_chunks(n: int, c: int, int_dtype, generator, pipelined: bool) -> Ite
         worker.join()
 
 
-def _sample(n: int, beta: float, scale: float, generator, device, work_dtype, accel: bool) -> torch.Tensor:
+# ---------------------------------------------------------------------------------------------------------
+# Accelerator path: static shapes, no host synchronisation (the rare remainder is left to a Finisher).
+
+
+@functools.lru_cache(maxsize=None)
+def _rates(beta: float, work_dtype: torch.dtype) -> Tuple[float, float, float, float]:
+    r"""Per fresh candidate: P(fast test fails) q (exact on the u-lattice), P(tail) p_t = (1 − P_0)/N,
+    P(restart) p_w = 1 − c/(N v) (regions above g; c = ∫_0^∞ g = β^{1/β−1} Γ(1/β)), and the tail
+    proposal's acceptance a = λ (v − r g(r)) / g(r). Only the static budgets use them."""
+    r, v, xs, _, _ = table(beta)
+    mant = _bits(work_dtype, False)[3]
+    accept = np.ceil(xs[1:] / xs[:-1] * 2.0**mant) * 2.0**-mant  # P(k < ratio·2^M) per layer
+    g_r = math.exp(-(r**beta) / beta)
+    c = beta ** (1.0 / beta - 1.0) * math.gamma(1.0 / beta)
+    q = 1.0 - float(accept.mean())
+    p_t = (1.0 - float(accept[0])) / LAYERS
+    p_w = max(1.0 - c / (LAYERS * v), 0.0)
+    a = min(r ** (beta - 1.0) * (v - r * g_r) / g_r, 1.0)
+    return q, p_t, p_w, a
+
+
+def _at_most(mean: float) -> int:
+    """Static bound for a count of mean μ and variance ≤ μ (binomial): μ + 10√μ + 64, exceeded with
+    probability ≤ e^-50 (Bernstein: t²/(2(σ² + t/3)) ≥ 50 for t = 10√μ + 64)."""
+    return int(math.ceil(mean + 10.0 * math.sqrt(mean) + 64.0))
+
+
+def _pool(demand: int, success: float) -> int:
+    """Static pool size T whose successes (i.i.d., probability ``success``) reach ``demand`` but with
+    probability ≤ e^-50: the smallest T with T·s − 10√(T·s) − 64 ≥ demand (as in :func:`_at_most`)."""
+    y = 5.0 + math.sqrt(89.0 + demand)  # √(T·s)
+    return int(math.ceil(y * y / success))
+
+
+def _budgets(n: int, beta: float, work_dtype: torch.dtype) -> Tuple[int, int, int]:
+    """Static sizes (K, R, T) for n draws: K slots for the fast-path rejections (≈ Bin(n, q)), R fresh
+    candidates for the restarts (≈ Bin(n, p_w) of them), T tail proposals for the tail slots (among the
+    first n + R candidates, ≈ Bin(n + R, p_t)). Each is exceeded with probability ≤ e^-50 ≈ 2·10^-22;
+    exceeding one costs synchronisations, never exactness (see :class:`Finisher`)."""
+    q, p_t, p_w, a = _rates(float(beta), work_dtype)
+    k = _at_most(n * q)
+    r = _pool(_at_most(n * p_w), 1.0 - p_w)
+    return k, r, _pool(_at_most((n + r) * p_t), a)
+
+
+def _candidates(n: int, beta: float, scale: float, generator, device, work_dtype, out: torch.Tensor):
+    """n fresh Ziggurat candidates in one pass, random range explicit: ``out`` ← u·X_i signed and scaled
+    (the value if the fast test passes); returns u (the lattice uniform), the (layer, sign) index and the
+    mask of the fast test's failures."""
     width, thr = _tensors(beta, scale, device, work_dtype)
-    int_dtype, shift, one_bits, _, _, hi = _bits(work_dtype, accel)
-    out = torch.empty(n, device=device, dtype=work_dtype)
+    int_dtype, shift, one_bits, _, _, hi = _bits(work_dtype, True)
+    u = torch.empty(n, device=device, dtype=work_dtype)
+    b = u.view(int_dtype)
+    b.random_(0, hi, generator=generator)  # the non-negative range asked for explicitly
+    idx = torch.bitwise_and(b, 2 * LAYERS - 1)
+    b.bitwise_right_shift_(shift).bitwise_or_(one_bits)
+    u.sub_(1.0)  # u = k·2^-M, exact
+    torch.index_select(thr, 0, idx, out=out)
+    rej = u >= out
+    torch.index_select(width, 0, idx, out=out)
+    out.mul_(u)
+    return u, idx, rej
+
+
+def _kth(mask: torch.Tensor, rank: torch.Tensor, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(position, found) of the rank-th True entry of ``mask`` (rank ≥ 0 where it matters; at most ``size``
+    ranks), statically: ``found`` is False where the mask has no such entry (position clamped to a valid one)."""
+    m = mask.numel()
+    at = torch.nonzero_static(mask, size=size, fill_value=m).flatten().index_select(0, rank.clamp(min=0))
+    return at.clamp(max=max(m - 1, 0)), at < m
+
+
+def _resolve(u, idx, valid, beta, scale, generator, device, work_dtype, pools):
+    r"""Exact outcomes of K slots (u, idx) that failed the fast test, with static shapes.
+
+    Each slot runs its own Ziggurat continuation: its vertical test (fresh y); on failure a restart, which
+    takes the k-th *terminal* candidate (fast-accepted, wedge-accepted, or in the tail) of a pool of R fresh
+    candidates, k its rank among the restarting slots; a slot in the tail takes the k-th *accepted*
+    proposal of a pool of T tail proposals, k its rank among the tail slots. In an i.i.d. stream the
+    terminal (accepted) elements, in order, are i.i.d. with the law of the first one, and the ranks depend
+    only on randomness independent of the pool; so each slot gets exactly what its own retry sequence
+    would give. Returns the float64 values and, per slot, ``restart`` (restart pool exhausted), ``tail``
+    (tail pool exhausted) and ``tail_idx`` (the index whose sign the tail draw takes)."""
+    n_restart, n_tail = pools
+    r = table(beta)[0]
+    ssign = _fix_tables(beta, scale, device, work_dtype)[3]
+    k = idx.numel()
+    val, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype)
+    in_tail = (idx >> 1) == 0
+    restart = valid & ~ok & ~in_tail
+    tail_now = valid & in_tail
+    # restarts: fresh candidates; terminal = fast-accepted, wedge-accepted, or in the tail
+    p_out = torch.empty(n_restart, device=device, dtype=work_dtype)
+    p_u, p_idx, p_rej = _candidates(n_restart, beta, scale, generator, device, work_dtype, p_out)
+    p_idx = p_idx.long()
+    p_val, p_ok = _vertical(p_u, p_idx, beta, scale, generator, device, work_dtype)
+    p_tail = p_rej & ((p_idx >> 1) == 0)
+    at, found = _kth(~p_rej | p_ok | p_tail, restart.long().cumsum(0).sub_(1), k)
+    got = restart & found
+    fresh = torch.where(p_rej, p_val, p_out.to(torch.float64)).index_select(0, at)
+    val = torch.where(got & ~p_tail.index_select(0, at), fresh, val)
+    to_tail = got & p_tail.index_select(0, at)
+    tail_idx = torch.where(to_tail, p_idx.index_select(0, at), idx)
+    tail_now = tail_now | to_tail
+    # tails: the k-th accepted proposal, with the sign of the slot's candidate
+    t_x, t_ok = _tail_proposals(n_tail, beta, r, generator, device)
+    t_at, t_found = _kth(t_ok, tail_now.long().cumsum(0).sub_(1), k)
+    t_got = tail_now & t_found
+    val = torch.where(t_got, t_x.index_select(0, t_at).mul_(ssign.index_select(0, tail_idx)), val)
+    return val, restart & ~found, tail_now & ~t_found, tail_idx
+
+
+def sample_deferred(n: int, beta: float, scale: float, generator, device, work_dtype):
+    r"""Accelerator path of :func:`sample` with no host synchronisation: returns (out, finisher).
+
+    One pass draws n candidates; the first K fast-test failures (``nonzero_static``, K static, see
+    :func:`_budgets`) are resolved exactly by :func:`_resolve`. ``out`` is exact once
+    ``finisher.pending`` (a 0-dim device bool: more than K failures, or a pool exhausted) is False, or
+    after ``finisher.finish()``, which completes the rest in place with the dynamic (synchronising) code."""
+    buf = torch.empty(n + 1, device=device, dtype=work_dtype)  # slot n absorbs the padding's writes
+    out = buf[:n]
     if n == 0:
-        return out
-    bits = out.view(int_dtype)
-    c = n if accel else min(n, CHUNK)  # accelerators: one pass, rejected positions found in one go
-    c8 = -(-c // 8) * 8
-    idx_buf = torch.empty(c, device=device, dtype=int_dtype)
-    w_buf = torch.empty(c, device=device, dtype=work_dtype)
-    m_buf = torch.zeros(c8, device=device, dtype=torch.bool)  # padded to whole int64 words (pad stays False)
-    rej_pos, rej_u, rej_idx = [], [], []
-    for a in range(0, n, c):
-        m = min(c, n - a)
-        b, x = bits[a : a + m], out[a : a + m]
-        idx, w, mask = idx_buf[:m], w_buf[:m], m_buf[:m]
-        if accel:  # ask for the non-negative range explicitly rather than rely on the device's default one
-            b.random_(0, hi, generator=generator)
-        else:  # CPU default: [0, 2^31) for int32, [0, 2^63) for int64; drawn per chunk, while in cache
-            b.random_(generator=generator)
-        torch.bitwise_and(b, 2 * LAYERS - 1, out=idx)
-        b.bitwise_right_shift_(shift).bitwise_or_(one_bits)
-        x.sub_(1.0)  # u = k·2^-M in [0, 1), exact
-        torch.index_select(thr, 0, idx, out=w)
-        torch.ge(x, w, out=mask)
-        if m < c8:
-            m_buf[m:].zero_()
-        rej = mask.nonzero().flatten() if accel else _true_positions(m_buf)
-        if rej.numel():
-            rej_pos.append(rej + a)
-            rej_u.append(x.index_select(0, rej))
-            rej_idx.append(idx.index_select(0, rej))
-        torch.index_select(width, 0, idx, out=w)
-        x.mul_(w)
-    if rej_pos:
-        pos = torch.cat(rej_pos) if len(rej_pos) > 1 else rej_pos[0]
-        u = torch.cat(rej_u) if len(rej_u) > 1 else rej_u[0]
-        ix = torch.cat(rej_idx) if len(rej_idx) > 1 else rej_idx[0]
-        out[pos] = _fix(u, ix, beta, scale, generator, device, work_dtype).to(work_dtype)
-    return out
+        return out, Finisher(torch.zeros((), dtype=torch.bool, device=device))
+    u, idx, rej = _candidates(n, beta, scale, generator, device, work_dtype, out)
+    k, n_restart, n_tail = _budgets(n, beta, work_dtype)
+    pos = torch.nonzero_static(rej, size=k, fill_value=n).flatten()
+    at = pos.clamp(max=n - 1)
+    val, restart, tail_left, tail_idx = _resolve(
+        u.index_select(0, at), idx.index_select(0, at).long(), pos < n,
+        beta, scale, generator, device, work_dtype, (n_restart, n_tail),
+    )
+    buf.index_copy_(0, pos, val.to(work_dtype))
+    pending = (rej.sum() > k) | (restart | tail_left).any()
+    state = (out, u, idx, rej, pos, restart, tail_left, tail_idx, beta, scale, generator, work_dtype)
+    return out, Finisher(pending, state)
+
+
+class Finisher:
+    r"""The rare remainder of one :func:`sample_deferred` call, completed exactly by continuing each
+    unresolved draw's own retry sequence (never by redrawing whole vectors):
+
+    * fast-test failures beyond the first K: their own (u, idx) through :func:`_fix` (vertical test, tail,
+      restarts), as the CPU path does;
+    * a slot whose restart found no terminal candidate in the pool: a fresh exact GG draw (a restart);
+    * a slot in the tail whose tail proposals ran out: :func:`tail` (tail proposals until one is accepted),
+      with the sign of its candidate.
+
+    ``pending`` is a 0-dim bool on the device; :meth:`finish` synchronises and is to be called only when it
+    is True (it is idempotent)."""
+
+    def __init__(self, pending: torch.Tensor, state: Optional[tuple] = None):
+        self.pending = pending
+        self._state = state
+
+    def finish(self) -> None:
+        """Complete the unresolved draws in place (host synchronisations allowed: the rare case)."""
+        if self._state is None:
+            return
+        out, u, idx, rej, pos, restart, tail_left, tail_idx, beta, scale, generator, work_dtype = self._state
+        self._state = None
+        device = out.device
+        rest = rej.nonzero().flatten()[pos.numel():]
+        if rest.numel():
+            out[rest] = _fix(u[rest], idx[rest], beta, scale, generator, device, work_dtype).to(work_dtype)
+        redo = pos[restart]
+        if redo.numel():
+            out[redo] = sample(redo.numel(), beta, scale, generator, device, work_dtype)
+        left = tail_left.nonzero().flatten()
+        if left.numel():
+            ssign = _fix_tables(beta, scale, device, work_dtype)[3]
+            t = tail(left.numel(), beta, table(beta)[0], generator, device)
+            out[pos[left]] = t.mul_(ssign.index_select(0, tail_idx[left])).to(work_dtype)
+        self.pending = torch.zeros((), dtype=torch.bool, device=device)

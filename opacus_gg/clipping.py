@@ -10,27 +10,44 @@ and each g_i is scaled by min(1, C / (‖g_i‖_p + 1e-6)) (Opacus's clip factor
 gradients (see :func:`per_sample_norms`); only if Σ|g|^p overflows is the sum redone after dividing
 by the per-sample max M_i = ‖g_i‖_∞ (‖g_i‖_p = M_i · (Σ |g/M_i|^p)^{1/p}), so an inf norm never
 silently zeroes a gradient. A NaN/inf per-sample gradient raises ``FloatingPointError``.
+
+On accelerators the optimizer uses :func:`clip_factors_deferred`: the same one-pass bound, no host
+synchronisation, and a 0-dim device flag for the rare samples that need the rescaled path (overflow,
+NaN/inf, or a tiny sum whose factor is < 1), read once per step with the sampler's flag.
 """
 
 from __future__ import annotations
 
 import math
-from typing import List, Sequence, Union
+from typing import List, Sequence, Tuple, Union
 
 import torch
 
 from ._device import one_thread, run_split, uses_accelerator_path
 
-__all__ = ["per_sample_norms", "per_layer_norms", "clip_factors", "total_sensitivity", "check_finite"]
+__all__ = [
+    "per_sample_norms",
+    "per_layer_norms",
+    "clip_factors",
+    "clip_factors_deferred",
+    "total_sensitivity",
+    "check_finite",
+    "any_nonfinite",
+]
 
 
 def _flat(g: torch.Tensor) -> torch.Tensor:
     return g.reshape(len(g), -1)
 
 
+def any_nonfinite(norms: torch.Tensor) -> torch.Tensor:
+    """0-dim bool on the norms' device: some norm is NaN or inf (no host synchronisation)."""
+    return ~torch.isfinite(norms).all()
+
+
 def check_finite(norms: torch.Tensor, what: str = "per-sample gradient") -> None:
     """Raise ``FloatingPointError`` if any norm is NaN or inf (a NaN/inf per-sample gradient)."""
-    if norms.numel() and not bool(torch.isfinite(norms).all()):
+    if norms.numel() and bool(any_nonfinite(norms)):
         bad = (~torch.isfinite(norms)).nonzero().flatten().tolist()[:10]
         raise FloatingPointError(
             f"{what} is NaN or inf for sample(s) {bad} of the batch; refusing to clip, noise or "
@@ -45,14 +62,9 @@ def per_layer_norms(grads: Sequence[torch.Tensor], p: float) -> List[torch.Tenso
         raise ValueError("grads must contain at least one tensor")
     if math.isinf(p) or len(grads[0]) == 0:
         return [per_sample_norms([g], p) for g in grads]
-    device = grads[0].device
-    sums = [_sum_pow(_flat(g), p).to(device) for g in grads]
-    floors = [2.0 * _flat(g).shape[1] * torch.finfo(_float_dtype(g)).tiny for g in grads]
-    ok = torch.stack([(s >= f * 1e6) & (s <= _F64_MAX) for s, f in zip(sums, floors)]).all(dim=1).tolist()
-    return [
-        (s + f).mul_(1.0 + _rel_error_bound(_float_dtype(g), p)).pow_(1.0 / p) if good else per_sample_norms([g], p)
-        for g, s, f, good in zip(grads, sums, floors, ok)
-    ]
+    passes = [_one_pass([g], p) for g in grads]
+    ok = torch.stack([(fin & tight).all().to(grads[0].device) for _, fin, tight in passes]).tolist()
+    return [bound if good else _rescaled([g], p) for (bound, _, _), g, good in zip(passes, grads, ok)]
 
 
 def _float_dtype(g: torch.Tensor) -> torch.dtype:
@@ -182,26 +194,67 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     """
     if len(grads) == 0:
         raise ValueError("grads must contain at least one tensor")
+    if len(grads[0]) == 0:
+        return torch.zeros((0,), device=grads[0].device, dtype=torch.float64)
+    if not math.isinf(p):
+        bound, finite, tight = _one_pass(grads, p)
+        if bool((finite & tight).all()):  # the one host synchronisation
+            return bound
+    return _rescaled(grads, p)
+
+
+def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""The one-pass bound ((Ŝ_i + 2n·tiny)(1 + κ))^{1/p} of :func:`per_sample_norms` (float64, on the first
+    tensor's device; p < ∞) with, per sample, ``finite`` (Ŝ_i ≤ float64 max: False on overflow or NaN) and
+    ``tight`` (Ŝ_i ≥ 10^6 · 2n·tiny: the underflow term is negligible). No host synchronisation."""
     device = grads[0].device
-    B = len(grads[0])
-    if B == 0:
-        return torch.zeros((0,), device=device, dtype=torch.float64)
+    dtype = _float_dtype(grads[0])
+    n = sum(_flat(g).shape[1] for g in grads)
+    total = sum(_sum_pow(_flat(g), p).to(device) for g in grads)
+    floor = 2.0 * n * torch.finfo(dtype).tiny
+    bound = (total + floor).mul_(1.0 + _rel_error_bound(dtype, p)).pow_(1.0 / p)
+    return bound, total <= _F64_MAX, total >= floor * 1e6
+
+
+def _max_abs_all(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """M_i = ‖g_i‖_∞ over all tensors (float64, on the first tensor's device; NaN propagates)."""
+    device = grads[0].device
+    return torch.stack([_max_abs(g).to(device) for g in grads], dim=1).amax(dim=1).double()
+
+
+def _rescaled(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
+    r"""The slow path of :func:`per_sample_norms`: M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) with Ŝ'_i the
+    sum on g/M_i (M_i itself at p = ∞, or where M_i is NaN/inf: the caller raises)."""
+    device = grads[0].device
     dtype = _float_dtype(grads[0])
     fi = torch.finfo(dtype)
     n = sum(_flat(g).shape[1] for g in grads)
-    inflate = 1.0 + _rel_error_bound(dtype, p)
-    if not math.isinf(p):
-        total = sum(_sum_pow(_flat(g), p).to(device) for g in grads)
-        floor = 2.0 * n * fi.tiny
-        # fast path unless some Ŝ_i overflowed (or is NaN) or the underflow term is not negligible
-        if bool(((total >= floor * 1e6) & (total <= _F64_MAX)).all()):  # the one host synchronisation
-            return (total + floor).mul_(inflate).pow_(1.0 / p)
-    maxes = torch.stack([_max_abs(g).to(device) for g in grads], dim=1).amax(dim=1).double()
+    maxes = _max_abs_all(grads)
     if math.isinf(p) or not bool(torch.isfinite(maxes).all()):
         return maxes  # p = ∞, or NaN/inf entries (the caller raises)
     safe = torch.where(maxes > 0, maxes, torch.ones_like(maxes))
     total = sum(_sum_pow(_flat(g) / safe.to(g.device, g.dtype)[:, None], p).to(device) for g in grads)
-    return (total + 2.0 * n * fi.tiny).mul_(inflate).pow_(1.0 / p) * maxes * (1.0 + 4 * fi.eps)
+    return (total + 2.0 * n * fi.tiny).mul_(1.0 + _rel_error_bound(dtype, p)).pow_(1.0 / p) * maxes * (1.0 + 4 * fi.eps)
+
+
+def clip_factors_deferred(
+    grads: Sequence[torch.Tensor], p: float, max_grad_norm: float
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    r"""Accelerator path: clip factors of the flat ℓp norm over ``grads`` and a 0-dim device bool ``redo``,
+    with no host synchronisation. When ``redo`` is False the factors are final; when True (rare) the
+    caller recomputes them with :func:`per_sample_norms` (rescaled path) and :func:`check_finite`.
+
+    p < ∞: f_i from the one-pass bound b_i of :func:`per_sample_norms`; sample i needs the redo if Ŝ_i
+    overflowed or is NaN, or if it is below 10^6·2n·tiny (where b_i may be loose) AND f_i < 1. A sample
+    that is tiny with f_i = 1 needs nothing: its exact norm is ≤ b_i, so the exact factor is 1 as well
+    (and the clipped gradient, g_i itself, has ℓp norm ≤ b_i < C). p = ∞: the exact M_i; redo iff some
+    M_i is NaN/inf."""
+    if math.isinf(p):
+        norms = _max_abs_all(grads)
+        return clip_factors(norms, max_grad_norm), any_nonfinite(norms)
+    bound, finite, tight = _one_pass(grads, p)
+    factors = clip_factors(bound, max_grad_norm)
+    return factors, ~(finite & (tight | (factors == 1.0))).all()
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

@@ -19,7 +19,7 @@ exp(-|x|^β / σ_p). The two conventions are related by
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ ArrayLike = Union[float, np.ndarray, Sequence[float]]
 
 __all__ = [
     "sample",
+    "sample_deferred",
     "sample_gamma",
     "log_prob",
     "cdf",
@@ -92,6 +93,29 @@ def sample(
         return (torch.randn(shape, generator=generator, device=device, dtype=work_dtype) * scale).to(out_dtype)
     out = _ziggurat.sample(shape.numel(), beta, scale, generator, device, work_dtype)
     return out.reshape(shape).to(out_dtype)
+
+
+def sample_deferred(
+    n: int,
+    beta: float,
+    scale: float,
+    *,
+    generator: Optional[torch.Generator] = None,
+    device: Optional[Union[str, torch.device]] = None,
+    dtype: Optional[torch.dtype] = None,
+) -> Tuple[torch.Tensor, "_ziggurat.Finisher"]:
+    r"""n flat GG(β, s) draws (β ≠ 2) on the accelerator path with no host synchronisation: (x, finisher).
+
+    x (in the work dtype: float64 if ``dtype`` is float64, else float32) is exactly GG once
+    ``finisher.pending`` (a 0-dim bool on the device) is False; if it is True (probability ≈ 10^-21 per
+    call), ``finisher.finish()`` completes the unresolved draws in place. The optimizer reads this flag
+    with its other checks of the step in one synchronisation; :func:`sample` reads it at once."""
+    beta = validate_beta(beta)
+    scale = validate_scale(scale)
+    if beta == 2.0:
+        raise ValueError("sample_deferred is the Ziggurat's (beta != 2); at beta = 2 use sample (randn)")
+    _, device, _, work_dtype = _sample_setup(n, generator, device, dtype)
+    return _ziggurat.sample_deferred(int(n), beta, scale, generator, device, work_dtype)
 
 
 def _sample_setup(shape, generator, device, dtype):

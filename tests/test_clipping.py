@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opacus.optimizers import DPOptimizer, DPPerLayerOptimizer
+from sync_counter import SyncCounter
 
 from opacus_gg import _device, clipping
 from opacus_gg.clipping import check_finite, clip_factors, per_sample_norms, total_sensitivity
@@ -306,3 +307,129 @@ def test_run_split_covers_the_range_once_and_reraises():
 
     with pytest.raises(RuntimeError, match="worker failed"):
         _device.run_split(fail, 4, 2)
+
+
+# -- the accelerator path: clip factors with a device flag, checked once per step ------------------------
+
+
+def _batch(kind: str, B: int = 5, n: int = 3000) -> torch.Tensor:
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(B, n, generator=g)
+    if kind == "huge":
+        x[1, 7] = 1e30  # Σ|x|^p overflows in float32 for p > 1: the rescaled path
+    elif kind == "zero":
+        x[2] = 0.0  # tiny (below 10^6·2n·tiny) with f = 1: needs nothing
+    elif kind == "nan":
+        x[3, 0] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("kind", ["normal", "zero", "huge", "nan"])
+def test_deferred_factors_flag_exactly_the_rare_cases(p, kind):
+    x = _batch(kind)
+    with _device.accelerator_path():
+        f, redo = clipping.clip_factors_deferred([x[:, :1000], x[:, 1000:]], p, 1.0)
+        expect = kind == "nan" or (kind == "huge" and not math.isinf(p) and p > 1.0)
+        assert redo.shape == () and bool(redo) == expect
+        if kind == "nan":
+            return
+        sync = clip_factors(per_sample_norms([x[:, :1000], x[:, 1000:]], p), 1.0)
+    if not expect:  # final factors: the synchronising path's (up to its rescaled norms' rounding)
+        np.testing.assert_allclose(f.numpy(), sync.numpy(), rtol=2e-4)
+        if kind == "normal":
+            assert torch.equal(f, sync)
+        if kind == "zero":
+            assert f[2] == 1.0 and sync[2] == 1.0 and (f[[0, 1, 3, 4]] < 1).all()
+
+
+def test_deferred_factors_flag_a_tiny_sample_that_may_be_clipped():
+    """A sample whose Σ|x|^p underflows: its one-pass bound is ≈ (2n·tiny)^{1/p}; with C below it the factor
+    is < 1 and depends on the loose bound, so the rescaled path is asked for."""
+    x = torch.randn(3, 1000)
+    x[0] = 1e-20  # |x|^3 = 1e-60 flushes to zero in float32
+    with _device.accelerator_path():
+        assert not bool(clipping.clip_factors_deferred([x], 3.0, 1.0)[1])
+        assert bool(clipping.clip_factors_deferred([x], 3.0, 1e-13)[1])
+
+
+def _opt(cls, params, p, mgn, beta=1.5, **kw):
+    return cls(torch.optim.SGD(params, lr=0.1), noise_multiplier=0.0, max_grad_norm=mgn, expected_batch_size=1,
+               loss_reduction="sum", beta=beta, clip_norm_p=p, **kw)
+
+
+def _per_sample_steps(cls, grads, p, mgn, accel):
+    """Each sample alone through a full pre_step (σ = 0: p.grad is the clipped gradient); syncs per step."""
+    out, syncs = [], []
+    for i in range(len(grads[0])):
+        params = [torch.nn.Parameter(torch.zeros(g.shape[1:])) for g in grads]
+        for prm, g in zip(params, grads):
+            prm.grad_sample = g[i : i + 1].clone()
+        opt = _opt(cls, params, p, mgn)
+        with _device.accelerator_path(accel), SyncCounter() as c:
+            opt.pre_step()
+        out.append([prm.grad.clone() for prm in params])
+        syncs.append(c.count)
+    return out, syncs
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0, 8.0, math.inf])
+@pytest.mark.parametrize("cls,mgn", [(GGDPOptimizer, 1.0), (GGDPPerLayerOptimizer, [0.5, 1.0])])
+def test_accelerator_step_with_huge_and_tiny_gradients(p, cls, mgn):
+    """Full steps on the accelerator path: huge (overflowing Σ|x|^p) and tiny per-sample gradients are clipped
+    to ≤ C as on the CPU path, with one sync per step unless the rescaled path is needed."""
+    g = torch.Generator().manual_seed(2)
+    grads = [torch.randn(6, 40, 30, generator=g), torch.randn(6, 30, generator=g)]
+    for k, s in enumerate([1e30, 1e18, 1e-20, 1e-30, 1.0, 0.0]):
+        grads[0][k] *= s
+        grads[1][k] *= s
+    acc, syncs = _per_sample_steps(cls, grads, p, mgn, accel=True)
+    cpu, _ = _per_sample_steps(cls, grads, p, mgn, accel=False)
+    bounds = [mgn] if isinstance(mgn, float) else mgn
+    for i, (a, c) in enumerate(zip(acc, cpu)):
+        for x, y in zip(a, c):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=0.0)
+        parts = [[x.unsqueeze(0) for x in a]] if len(bounds) == 1 else [[x.unsqueeze(0)] for x in a]
+        for ps, c_l in zip(parts, bounds):
+            assert float(_ref_norm(ps, p)[0]) <= c_l * (1 + 1e-6)
+    assert syncs[2:] == [1, 1, 1, 1]  # tiny, zero and normal samples: the step's one check
+    assert all(s >= 1 for s in syncs[:2])
+
+
+@pytest.mark.parametrize("cls,mgn", [(GGDPOptimizer, 1.0), (GGDPPerLayerOptimizer, [0.5, 1.0])])
+@pytest.mark.parametrize("beta,p", [(1.5, None), (2.0, 3.0), (2.0, None)])
+def test_accelerator_nan_raises_with_nothing_applied(cls, mgn, beta, p):
+    """A NaN per-sample gradient, in a skipped (accumulating) step or in the last one: FloatingPointError with
+    the current message; summed_grad as before that step, no p.grad, parameters untouched."""
+    g = torch.Generator().manual_seed(8)
+    params = [torch.nn.Parameter(torch.randn(4, 3, generator=g)), torch.nn.Parameter(torch.randn(3, generator=g))]
+    start = [prm.detach().clone() for prm in params]
+    opt = _opt(cls, params, p, mgn, beta=beta)
+    opt.noise_multiplier = 1.0
+
+    def batch(nan: bool):
+        for prm in params:
+            prm.grad_sample = torch.randn(5, *prm.shape, generator=g)
+        if nan:
+            params[1].grad_sample[2, 1] = float("nan")
+
+    with _device.accelerator_path():
+        batch(nan=True)
+        opt.signal_skip_step(True)
+        with pytest.raises(FloatingPointError, match="NaN or inf for sample"):
+            opt.step()
+        assert all(prm.summed_grad is None for prm in params)
+        assert opt._step_skip_queue == [True]  # raised before the skip signal is consumed, as on CPU
+        opt._step_skip_queue.clear()
+        batch(nan=False)
+        opt.signal_skip_step(True)
+        assert opt.step() is None  # skipped: clipped sum accumulated
+        first = [prm.summed_grad.clone() for prm in params]
+        for prm in params:
+            prm.grad_sample = None
+        batch(nan=True)
+        with pytest.raises(FloatingPointError, match="NaN or inf for sample"):
+            opt.step()  # not skipped: raised where the step's checks are read, in add_noise
+    for prm, s, x in zip(params, first, start):
+        assert torch.equal(prm.summed_grad, s) and prm.grad is None and torch.equal(prm.detach(), x)
+    assert not opt._step_checks

@@ -1,5 +1,6 @@
 """Distributed data parallel (gloo, 2 CPU processes): GG noise is added once per step (rank 0, as in
-Opacus) and the parameters stay identical across ranks."""
+Opacus) and the parameters stay identical across ranks; on the accelerator path each rank synchronises
+once per step, and a rank without noise settles its clipping check before its sum becomes p.grad."""
 
 from __future__ import annotations
 
@@ -24,72 +25,115 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, port: int, out_dir: str, clipping: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, clipping: str, accel: bool = False) -> None:
     warnings.filterwarnings("ignore")
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
-        from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+        from opacus_gg import _device
 
-        from opacus_gg import GGPrivacyEngine
-        from opacus_gg.distribution import variance
-
-        res = {}
-        # (1) training: parameters identical across ranks
-        torch.manual_seed(100 + rank)  # different data order and init on purpose; DPDDP broadcasts rank 0's init
-        data = TensorDataset(torch.randn(64, 6), torch.randint(0, 2, (64,)))
-        model = DPDDP(nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)))
-        mgn = [1.0, 1.0, 1.0, 1.0] if clipping == "per_layer" else 1.0
-        pe = GGPrivacyEngine()
-        model, opt, dl = pe.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                                         data_loader=DataLoader(data, batch_size=16), noise_multiplier=1.0,
-                                         max_grad_norm=mgn, beta=1.5, clipping=clipping,
-                                         noise_generator=torch.Generator().manual_seed(7 + rank))
-        res["optimizer"] = type(opt).__name__
-        for xb, yb in dl:
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
-        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-        gathered = [torch.empty_like(flat) for _ in range(WORLD)]
-        dist.all_gather(gathered, flat)
-        res["params_equal"] = bool(torch.equal(gathered[0], gathered[1]))
-        res["steps"] = len(pe.accountant)
-
-        # (2) zero-gradient step, loss_reduction="sum": the update is exactly the noise of one step
-        torch.manual_seed(0)
-        lin = DPDDP(nn.Linear(200, 200))
-        w0 = torch.cat([p.detach().flatten().clone() for p in lin.parameters()])
-        pe2 = GGPrivacyEngine()
-        lin, opt2, dl2 = pe2.make_private(module=lin, optimizer=torch.optim.SGD(lin.parameters(), lr=1.0),
-                                          data_loader=DataLoader(TensorDataset(torch.randn(16, 200)), batch_size=8),
-                                          noise_multiplier=1.0, max_grad_norm=1.0, beta=3.0, loss_reduction="sum",
-                                          poisson_sampling=False,
-                                          noise_generator=torch.Generator().manual_seed(20 + rank))
-        (xb,) = next(iter(dl2))
-        opt2.zero_grad()
-        (lin(xb) * 0).sum().backward()
-        opt2.step()
-        upd = w0 - torch.cat([p.detach().flatten() for p in lin.parameters()])
-        res["noise_var_ratio"] = float(upd.double().var() / variance(3.0, 1.0))
-        res["zero_noise_on_rank"] = bool((upd == 0).all())
+        with _device.accelerator_path(accel):
+            res = _run(rank, clipping)
+        if accel:
+            res["sigma0_overflow_equal"] = _sigma0_overflow_paths_agree(rank)
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(res, f)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("clipping,cls", [
-    ("flat", "GGDistributedDPOptimizer"),
-    pytest.param("per_layer", "GGSimpleDistributedPerLayerOptimizer", marks=[pytest.mark.slow, pytest.mark.ci_slow]),
+def _sigma0_overflow_paths_agree(rank: int) -> bool:
+    """σ = 0, rank 1 holds a sample whose Σ|g|^1.5 overflows (the rescaled path): CPU and accelerator paths
+    train to the same parameters (the rank without noise must settle before its sum becomes p.grad)."""
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+
+    from opacus_gg import GGPrivacyEngine, _device
+
+    out = []
+    for accel in (False, True):
+        torch.manual_seed(3)
+        x = torch.randn(32, 6)
+        if rank == 1:
+            x[5] = 1e30
+        model = DPDDP(nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)))
+        model, opt, dl = GGPrivacyEngine().make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=0.0,
+            data_loader=DataLoader(TensorDataset(x, torch.randint(0, 2, (32,))), batch_size=16),
+            max_grad_norm=1.0, beta=1.5, poisson_sampling=False)
+        with _device.accelerator_path(accel):
+            for xb, yb in dl:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        out.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    return bool(torch.allclose(out[0], out[1], rtol=1e-5, atol=1e-7)) and bool(torch.isfinite(out[1]).all())
+
+
+def _run(rank: int, clipping: str) -> dict:
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+    from sync_counter import SyncCounter
+
+    from opacus_gg import GGPrivacyEngine
+    from opacus_gg.distribution import variance
+
+    res = {"syncs": []}
+    # (1) training: parameters identical across ranks
+    torch.manual_seed(100 + rank)  # different data order and init on purpose; DPDDP broadcasts rank 0's init
+    data = TensorDataset(torch.randn(64, 6), torch.randint(0, 2, (64,)))
+    model = DPDDP(nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)))
+    mgn = [1.0, 1.0, 1.0, 1.0] if clipping == "per_layer" else 1.0
+    pe = GGPrivacyEngine()
+    model, opt, dl = pe.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                     data_loader=DataLoader(data, batch_size=16), noise_multiplier=1.0,
+                                     max_grad_norm=mgn, beta=1.5, clipping=clipping,
+                                     noise_generator=torch.Generator().manual_seed(7 + rank))
+    res["optimizer"] = type(opt).__name__
+    for xb, yb in dl:
+        with SyncCounter() as c:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+        res["syncs"].append(c.count)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(gathered, flat)
+    res["params_equal"] = bool(torch.equal(gathered[0], gathered[1]))
+    res["steps"] = len(pe.accountant)
+
+    # (2) zero-gradient step, loss_reduction="sum": the update is exactly the noise of one step
+    torch.manual_seed(0)
+    lin = DPDDP(nn.Linear(200, 200))
+    w0 = torch.cat([p.detach().flatten().clone() for p in lin.parameters()])
+    pe2 = GGPrivacyEngine()
+    lin, opt2, dl2 = pe2.make_private(module=lin, optimizer=torch.optim.SGD(lin.parameters(), lr=1.0),
+                                      data_loader=DataLoader(TensorDataset(torch.randn(16, 200)), batch_size=8),
+                                      noise_multiplier=1.0, max_grad_norm=1.0, beta=3.0, loss_reduction="sum",
+                                      poisson_sampling=False,
+                                      noise_generator=torch.Generator().manual_seed(20 + rank))
+    (xb,) = next(iter(dl2))
+    opt2.zero_grad()
+    (lin(xb) * 0).sum().backward()
+    opt2.step()
+    upd = w0 - torch.cat([p.detach().flatten() for p in lin.parameters()])
+    res["noise_var_ratio"] = float(upd.double().var() / variance(3.0, 1.0))
+    res["zero_noise_on_rank"] = bool((upd == 0).all())
+    return res
+
+
+@pytest.mark.parametrize("clipping,cls,accel", [
+    ("flat", "GGDistributedDPOptimizer", False),
+    ("flat", "GGDistributedDPOptimizer", True),
+    pytest.param("per_layer", "GGSimpleDistributedPerLayerOptimizer", False, marks=[pytest.mark.slow, pytest.mark.ci_slow]),
 ])
-def test_ddp_two_processes(tmp_path, clipping, cls):
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path), clipping), nprocs=WORLD, join=True)
+def test_ddp_two_processes(tmp_path, clipping, cls, accel):
+    mp.spawn(_worker, args=(_free_port(), str(tmp_path), clipping, accel), nprocs=WORLD, join=True)
     r = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(WORLD)]
     for x in r:
         assert x["optimizer"] == cls
+        if accel:  # rank 0 reads its clipping and noise flags together, rank 1 (no noise) its clipping flag
+            assert x["syncs"] == [1] * len(x["syncs"]) and x["sigma0_overflow_equal"]
         assert x["params_equal"]
         assert x["steps"] > 0
         assert not x["zero_noise_on_rank"]

@@ -85,13 +85,6 @@ def test_accelerator_path_reproducible_and_two_sample_equal_to_cpu_path():
     assert stats.ks_2samp(a.numpy(), c.numpy()).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("density", [0.0, 0.001, 0.02, 0.5, 1.0])
-def test_true_positions_matches_nonzero(density):
-    g = torch.Generator().manual_seed(1)
-    m = torch.rand(8 * 1001, generator=g) < density
-    assert torch.equal(Z._true_positions(m), m.nonzero().flatten())
-
-
 def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -138,3 +131,57 @@ def test_pipelined_producer_errors_reach_the_caller_and_early_stop_does_not_hang
     chunks.close()  # consumer stops early: the producer is released and joined
     with pytest.raises(TypeError):
         list(Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.int32, "not a generator", True))
+
+
+def _rejected(n, beta, dtype, seed):
+    """(u, idx) of the fast-test failures among n accelerator-path candidates."""
+    out = torch.empty(n, dtype=dtype)
+    u, idx, rej = Z._candidates(n, beta, 1.0, torch.Generator().manual_seed(seed), torch.device("cpu"), dtype, out)
+    pos = rej.nonzero().flatten()
+    return u[pos], idx[pos].long()
+
+
+def _resolved(u, idx, beta, dtype, seed):
+    k = idx.numel()
+    val, restart, tail_left, _ = Z._resolve(u.clone(), idx, torch.ones(k, dtype=torch.bool), beta, 1.0,
+                                            torch.Generator().manual_seed(seed), torch.device("cpu"), dtype, (k, k))
+    assert not restart.any() and not tail_left.any()  # pools of k: nothing left (at these sizes)
+    return val
+
+
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_static_slot_resolution_has_the_law_of_fix(beta, dtype):
+    """The accelerator's static resolution of fast-test failures (own wedge test, k-th terminal candidate of
+    the restart pool, k-th accepted tail proposal) against the dynamic ``_fix`` on the same (u, idx): two
+    samples of the same conditional law (all ≈ 40 000 values go through the rare branches)."""
+    u, idx = _rejected(2_000_000, beta, dtype, seed=3)
+    ours = _resolved(u, idx, beta, dtype, seed=4).numpy()
+    ref = Z._fix(u, idx, beta, 1.0, torch.Generator().manual_seed(5), torch.device("cpu"), dtype).numpy()
+    assert stats.ks_2samp(ours, ref).pvalue > 1e-3
+    r = Z.table(beta)[0]
+    k_ours, k_ref = int((abs(ours) > r).sum()), int((abs(ref) > r).sum())  # the tail's share
+    assert abs(k_ours - k_ref) < 5 * math.sqrt(k_ours + k_ref) + 1
+
+
+def test_slot_resolution_test_sees_a_skipped_wedge_test(monkeypatch):
+    """Power: accepting the wedge draws without their vertical test is rejected by the two-sample test."""
+    u, idx = _rejected(2_000_000, 1.5, torch.float32, seed=3)
+    ref = Z._fix(u, idx, 1.5, 1.0, torch.Generator().manual_seed(5), torch.device("cpu"), torch.float32).numpy()
+    orig = Z._vertical
+    monkeypatch.setattr(Z, "_vertical", lambda u, idx, *a: (orig(u, idx, *a)[0], (idx >> 1) != 0))
+    assert stats.ks_2samp(_resolved(u, idx, 1.5, torch.float32, seed=4).numpy(), ref).pvalue < 1e-10
+
+
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 1.0])
+def test_kth_true_position(density):
+    g = torch.Generator().manual_seed(2)
+    mask = torch.rand(500, generator=g) < density
+    rank = torch.randint(-1, 300, (400,), generator=g)  # ranks < size (the contract)
+    at, found = Z._kth(mask, rank, 300)
+    true = mask.nonzero().flatten()
+    for r, a, f in zip(rank.tolist(), at.tolist(), found.tolist()):
+        r = max(r, 0)
+        assert f == (r < min(true.numel(), 300))
+        if f:
+            assert a == true[r]

@@ -47,7 +47,7 @@ class GGDPPerLayerOptimizer(GGClipMixin, GGNoiseMixin, DPPerLayerOptimizer):
     """Per-layer ℓp clipping (C_l per tensor, total sensitivity ‖(C_l)‖_p) + GG noise."""
 
 
-class _NoRectifyDistributed:
+class _GGDistributed:
     def _no_rectify(self) -> None:
         if self.rectify_bound is not None:
             raise ValueError(
@@ -55,8 +55,15 @@ class _NoRectifyDistributed:
                 "only formed after the all-reduce (set rectify_bound=None)"
             )
 
+    def add_noise(self) -> None:
+        """Ranks other than 0 add no noise (Opacus): they settle the step's clipping check before their
+        ``summed_grad`` becomes ``p.grad``; rank 0 settles it with the noise's."""
+        if self.rank != 0:
+            self._settle()
+        super().add_noise()
 
-class GGDistributedDPOptimizer(GGClipMixin, DistributedDPOptimizer, GGNoiseMixin, _NoRectifyDistributed):
+
+class GGDistributedDPOptimizer(_GGDistributed, GGClipMixin, DistributedDPOptimizer, GGNoiseMixin):
     """DDP variant: GG noise added once per step, on rank 0 only (as in Opacus)."""
 
     def __init__(self, *args, **kwargs):
@@ -65,7 +72,7 @@ class GGDistributedDPOptimizer(GGClipMixin, DistributedDPOptimizer, GGNoiseMixin
 
 
 class GGSimpleDistributedPerLayerOptimizer(
-    GGClipMixin, DPPerLayerOptimizer, DistributedDPOptimizer, GGNoiseMixin, _NoRectifyDistributed
+    _GGDistributed, GGClipMixin, DPPerLayerOptimizer, DistributedDPOptimizer, GGNoiseMixin
 ):
     """DDP + per-layer ℓp clipping; noise on rank 0 only."""
 

@@ -10,17 +10,35 @@ One step (Algorithm 3 of the GG paper, Opacus semantics kept):
 At β = 2 the noise is drawn by Opacus's own ``add_noise`` (bit-identical to Opacus, secure_mode
 included). For β ≠ 2, ``secure_mode=True`` raises: Opacus's floating-point-attack defence
 (summing Gaussians, Holohan & Braghin) is specific to the Gaussian and has no proven GG analogue.
+
+On accelerators (and on CPU inside :func:`opacus_gg._device.accelerator_path`) a step synchronises the
+host once: clipping and the GG sampler leave 0-dim device flags for their rare cases (a norm needing the
+rescaled path, a NaN/inf gradient, a sampler budget exceeded) instead of reading them, the clipped sum is
+stored optimistically, and :meth:`GGParamsMixin._settle` reads all flags of the step with one ``.item()``
+before ``summed_grad`` is used (in ``add_noise``; for a skipped step of a virtual batch, at the end of
+``clip_and_accumulate``). A set flag runs its handler: clipping restores ``summed_grad`` and redoes the step's contribution with the
+synchronising path (rescaled norms, or ``FloatingPointError`` with ``summed_grad`` as before the step);
+the sampler completes its unresolved draws exactly.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
 
 from .. import distribution
-from ..clipping import check_finite, clip_factors, per_layer_norms, per_sample_norms, total_sensitivity
+from .._device import uses_accelerator_path
+from ..clipping import (
+    any_nonfinite,
+    check_finite,
+    clip_factors,
+    clip_factors_deferred,
+    per_layer_norms,
+    per_sample_norms,
+    total_sensitivity,
+)
 from ..validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -60,52 +78,132 @@ class GGParamsMixin(DPOptimizer):
         super().__init__(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, **kwargs)
         if hasattr(self, "max_grad_norms") and self.clip_norm_p != 2.0:  # per-layer: ‖(C_l)‖_p (p = 2: Opacus's)
             self.max_grad_norm = total_sensitivity(self.max_grad_norms, self.clip_norm_p)
+        #: this step's deferred checks: (0-dim device bool "rare case", handler run when it is set)
+        self._step_checks: List[Tuple[torch.Tensor, Callable[[], None]]] = []
+        self._in_step = False
 
     @property
     def dim(self) -> int:
         """Number of noised coordinates d = Σ numel over trainable parameters."""
         return int(sum(p.numel() for p in self.params))
 
+    def _settle(self) -> None:
+        """Read this step's deferred checks with ONE host synchronisation; run the handler of each set one
+        (clipping's first: it may raise before the noise is touched)."""
+        checks, self._step_checks = self._step_checks, []
+        if not checks:
+            return
+        dev = checks[0][0].device
+        if not bool(torch.stack([flag.to(dev) for flag, _ in checks]).any()):  # the step's one synchronisation
+            return
+        for flag, handle in checks:
+            if bool(flag):
+                handle()
+
 
 class GGClipMixin(GGParamsMixin):
     """ℓp per-sample clipping (flat, or per-layer when ``self.max_grad_norms`` exists)."""
 
+    def pre_step(self, closure=None) -> Optional[bool]:
+        """Opacus's ``pre_step`` with the step's deferred checks: ``clip_and_accumulate`` leaves its check to
+        ``add_noise`` (settled there with the noise's), or settles it itself when the step will be skipped
+        (virtual batch); a step synchronises the host once on the accelerator path. Checks are dropped
+        after an error."""
+        self._in_step = True
+        try:
+            done = super().pre_step(closure)
+        except BaseException:
+            self._step_checks.clear()
+            raise
+        finally:
+            self._in_step = False
+        self._settle()
+        return done
+
     def clip_and_accumulate(self) -> None:
         r"""ĝ_l += Σ_i f_i g_{i,l},  f_i = min(1, C/(‖g_i‖_p + 1e-6)) (flat) or per tensor with C_l.
 
-        Raises ``FloatingPointError`` on a NaN/inf per-sample gradient before anything is stored.
+        Raises ``FloatingPointError`` on a NaN/inf per-sample gradient before anything is stored (on the
+        accelerator path: when the step's check is settled, with ``summed_grad`` restored).
         """
-        p_norm = self.clip_norm_p
-        opacus_l2 = self.beta == 2.0 and p_norm == 2.0  # Opacus's own formula: bit-identical at β = p = 2
         grads = [self._get_flat_grad_sample(p) for p in self.params]
         for p in self.params:
             _check_processed_flag(p.grad_sample)
+        if not uses_accelerator_path(grads[0].device):
+            self._accumulate(grads, self._factors(grads), in_place=True)
+            return
+        before = [p.summed_grad for p in self.params]
+        factors, redo = self._factors_deferred(grads)
+        self._accumulate(grads, factors, in_place=False)
+
+        def handle() -> None:  # the rare case: restore, then the synchronising path (or raise)
+            for p, s in zip(self.params, before):
+                p.summed_grad = s
+            again = [self._get_flat_grad_sample(p) for p in self.params]
+            self._accumulate(again, self._factors(again), in_place=False)
+
+        self._step_checks.append((redo, handle))
+        if not self._in_step or self._check_skip_next_step(pop_next=False):
+            self._settle()  # called alone, or the step will be skipped (no add_noise): this step's one sync
+
+    def _opacus_l2(self) -> bool:
+        return self.beta == 2.0 and self.clip_norm_p == 2.0  # Opacus's own formula: bit-identical at β = p = 2
+
+    def _opacus_l2_norms(self, grads: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Opacus's ℓ2 norms: per tensor (per-layer), or one flat norm (a one-element list)."""
+        if hasattr(self, "max_grad_norms"):
+            return [g.norm(2, dim=tuple(range(1, g.ndim))) for g in grads]
+        dev = grads[0].device
+        return [torch.stack([g.reshape(len(g), -1).norm(2, dim=-1).to(dev) for g in grads], dim=1).norm(2, dim=1)]
+
+    def _bounds(self) -> List[float]:
+        return list(self.max_grad_norms) if hasattr(self, "max_grad_norms") else [self.max_grad_norm]
+
+    def _factors(self, grads: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Clip factors per tensor, synchronising (fast-path checks, ``check_finite``; raises on NaN/inf)."""
         if len(grads[0]) == 0:
-            factors = [torch.zeros((0,), device=grads[0].device)] * len(grads)
-        elif hasattr(self, "max_grad_norms"):
-            if opacus_l2:
-                norms = [g.norm(2, dim=tuple(range(1, g.ndim))) for g in grads]
-            else:
-                norms = per_layer_norms(grads, p_norm)
-            factors = []
-            for n, c in zip(norms, self.max_grad_norms):
-                check_finite(n)
-                factors.append(clip_factors(n, c))
+            return [torch.zeros((0,), device=grads[0].device)] * len(grads)
+        per_layer = hasattr(self, "max_grad_norms")
+        if self._opacus_l2():
+            norms = self._opacus_l2_norms(grads)
+        elif per_layer:
+            norms = per_layer_norms(grads, self.clip_norm_p)
         else:
-            if opacus_l2:
-                dev = grads[0].device
-                n = torch.stack([g.reshape(len(g), -1).norm(2, dim=-1).to(dev) for g in grads], dim=1).norm(2, dim=1)
-            else:
-                n = per_sample_norms(grads, p_norm)
+            norms = [per_sample_norms(grads, self.clip_norm_p)]
+        factors = []
+        for n, c in zip(norms, self._bounds()):
             check_finite(n)
-            factors = [clip_factors(n, self.max_grad_norm)] * len(grads)
+            factors.append(clip_factors(n, c))
+        return factors if per_layer else factors * len(grads)
+
+    def _factors_deferred(self, grads: List[torch.Tensor]) -> Tuple[List[torch.Tensor], torch.Tensor]:
+        """Clip factors per tensor and one 0-dim device bool "redo with :meth:`_factors`", no synchronisation."""
+        dev = grads[0].device
+        if len(grads[0]) == 0:
+            return [torch.zeros((0,), device=dev)] * len(grads), torch.zeros((), dtype=torch.bool, device=dev)
+        per_layer = hasattr(self, "max_grad_norms")
+        if self._opacus_l2():
+            norms = self._opacus_l2_norms(grads)
+            pairs = [(clip_factors(n, c), any_nonfinite(n)) for n, c in zip(norms, self._bounds())]
+        else:
+            parts = [[g] for g in grads] if per_layer else [grads]
+            pairs = [clip_factors_deferred(gs, self.clip_norm_p, c) for gs, c in zip(parts, self._bounds())]
+        redo = torch.stack([r.to(dev) for _, r in pairs]).any()
+        factors = [f for f, _ in pairs]
+        return (factors if per_layer else factors * len(grads)), redo
+
+    def _accumulate(self, grads: List[torch.Tensor], factors: List[torch.Tensor], in_place: bool) -> None:
+        """summed_grad += Σ_i f_i g_i per parameter (a new tensor unless ``in_place``: the deferred check
+        may restore the previous one)."""
         for p, g, f in zip(self.params, grads, factors):
             g = g.to(p.dtype)
             grad = torch.einsum("i,i...", f.to(g.device).to(p.dtype), g)
-            if p.summed_grad is not None:
+            if p.summed_grad is None:
+                p.summed_grad = grad
+            elif in_place:
                 p.summed_grad += grad
             else:
-                p.summed_grad = grad
+                p.summed_grad = p.summed_grad + grad
             _mark_as_processed(p.grad_sample)
 
 
@@ -117,23 +215,22 @@ class GGNoiseMixin(GGParamsMixin):
 
         For β ≠ 2 the noise of all parameters (per device and dtype) is drawn in ONE call into one
         flat buffer; ĝ is added into it in place and each ``p.grad`` is a view of it. σC = 0 adds no
-        noise (as Opacus's ``_generate_noise`` at std 0).
+        noise (as Opacus's ``_generate_noise`` at std 0). On the accelerator path the draw is
+        :func:`~opacus_gg.distribution.sample_deferred` and the step's checks are settled (one host
+        synchronisation) before ĝ is read.
         """
         if self.beta == 2.0:
+            self._settle()
             super().add_noise()
         else:
             for p in self.params:
                 _check_processed_flag(p.summed_grad)
             scale = self.noise_multiplier * self.max_grad_norm
-            for ps in _group_by_device_dtype(self.params):
-                ref = ps[0].summed_grad
-                total = sum(p.summed_grad.numel() for p in ps)
-                if scale == 0:
-                    flat = torch.zeros(total, device=ref.device, dtype=ref.dtype)
-                else:
-                    flat = distribution.sample(
-                        total, self.beta, scale, generator=self.generator, device=ref.device, dtype=ref.dtype
-                    )
+            groups = _group_by_device_dtype(self.params)
+            flats = [self._draw(sum(p.summed_grad.numel() for p in ps), scale, ps[0].summed_grad) for ps in groups]
+            self._settle()
+            for ps, flat in zip(groups, flats):
+                flat = flat.to(ps[0].summed_grad.dtype)
                 offset = 0
                 for p in ps:
                     k = p.summed_grad.numel()
@@ -147,6 +244,18 @@ class GGNoiseMixin(GGParamsMixin):
             a = self.rectify_bound
             for p in self.params:
                 p.grad.clamp_(-a, a)
+
+    def _draw(self, total: int, scale: float, ref: torch.Tensor) -> torch.Tensor:
+        """``total`` GG(β, scale) draws on ``ref``'s device (zeros at scale 0); on the accelerator path the
+        sampler's exact finish is deferred to this step's :meth:`_settle`."""
+        if scale == 0:
+            return torch.zeros(total, device=ref.device, dtype=ref.dtype)
+        kw = dict(generator=self.generator, device=ref.device, dtype=ref.dtype)
+        if not uses_accelerator_path(ref.device):
+            return distribution.sample(total, self.beta, scale, **kw)
+        flat, finisher = distribution.sample_deferred(total, self.beta, scale, **kw)
+        self._step_checks.append((finisher.pending, finisher.finish))
+        return flat
 
 
 def _group_by_device_dtype(params) -> List[list]:
