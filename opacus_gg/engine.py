@@ -17,15 +17,19 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+import torch
 from opacus import PrivacyEngine
 from opacus.accountants.utils import get_noise_multiplier as opacus_get_noise_multiplier
+from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 from opacus.optimizers import DPOptimizer
 from torch import nn, optim
+from torch.distributed._composable.fsdp import FSDPModule
+from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .optimizers import get_gg_optimizer_class
-from .steps import steps_for_epochs
+from .steps import expected_batch_size, steps_for_epochs
 from .validation import (
     validate_beta,
     validate_clip_norm_p,
@@ -203,7 +207,8 @@ class GGPrivacyEngine(PrivacyEngine):
                 "epsilon is NOT a guarantee for shuffled fixed-size batches",
                 stacklevel=2,
             )
-        return super().make_private(
+        distributed = isinstance(module, (DPDDP, DDP, FSDPModule))  # Opacus's test, on the module passed in
+        result = super().make_private(
             module=module,
             optimizer=optimizer,
             data_loader=data_loader,
@@ -217,6 +222,11 @@ class GGPrivacyEngine(PrivacyEngine):
             rectify_bound=rectify_bound,
             **kwargs,
         )
+        # Opacus's int(N·(1/n_b)) can truncate N/n_b = 1 to 0 (a division by zero); per worker as in Opacus
+        dp_optimizer, dp_loader = result[1], result[-1]
+        ebs = expected_batch_size(len(dp_loader.dataset), len(dp_loader))
+        dp_optimizer.expected_batch_size = ebs / torch.distributed.get_world_size() if distributed else ebs
+        return result
 
     def make_private_with_epsilon(
         self,

@@ -19,7 +19,7 @@ from typing import Optional, Sized
 
 from .validation import validate_positive, validate_sample_rate
 
-__all__ = ["batches_per_epoch", "steps_for_epochs"]
+__all__ = ["batches_per_epoch", "expected_batch_size", "steps_for_epochs"]
 
 #: relative distance to an integer below which a float is taken to be that integer (floating-point noise)
 _INTEGER_SLACK = 1e-9
@@ -31,6 +31,23 @@ def _ceil_near_integer(x: float) -> int:
     if abs(x - n) <= _INTEGER_SLACK * max(1.0, abs(x)):
         return int(n)
     return int(math.ceil(x))
+
+
+def _floor_near_integer(x: float) -> int:
+    """⌊x⌋, except that x within ``_INTEGER_SLACK`` (relative) of an integer n gives n."""
+    n = round(x)
+    if abs(x - n) <= _INTEGER_SLACK * max(1.0, abs(x)):
+        return int(n)
+    return int(math.floor(x))
+
+
+def expected_batch_size(n_samples: int, n_batches: int) -> int:
+    r"""Expected Poisson batch size N·q with q = 1/n_b, as Opacus's ``int(N·q)`` but without its float
+    truncation: N·(1/n_b) is 0.9999… for N = n_b = 49, and Opacus's 0 then divides the noisy sum by zero
+    (inf parameters). Rounded to the integer when within 1e-9 of one, else floored (as Opacus)."""
+    if n_batches < 1:
+        raise ValueError(f"n_batches must be at least 1, got {n_batches}")
+    return _floor_near_integer(n_samples * (1.0 / n_batches))
 
 
 def batches_per_epoch(*, sample_rate: Optional[float] = None, data_loader: Optional[Sized] = None) -> int:

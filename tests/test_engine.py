@@ -464,3 +464,32 @@ def test_ghost_fsdp_beta2_equals_opacus():
     assert isinstance(o_gg, GGFSDPOptimizerFastGradientClipping)
     assert h_gg == h_ref == [(1.0, 0.5, 2)]
     assert all(torch.equal(a, b) for a, b in zip(w_ref, w_gg))
+
+
+@pytest.mark.parametrize("n", [49, 98, 3, 7, 29, 83, 100])
+def test_expected_batch_size_is_not_truncated_by_floating_point(n):
+    """Opacus's int(N·(1/n_b)) is 0 for N = n_b = 49 (and n_b − 1 … for other N): the noisy sum would be divided
+    by 0. The engine sets N/n_b (floored as Opacus when it is not an integer) and training stays finite."""
+    from opacus_gg.steps import expected_batch_size
+
+    assert expected_batch_size(n, n) == 1 and expected_batch_size(3 * n, n) == 3
+    assert expected_batch_size(10, 4) == 2  # not an integer: floored, as in Opacus
+    torch.manual_seed(0)
+    model = nn.Linear(1, 1)
+    ds = TensorDataset(torch.randn(n, 1), torch.randn(n, 1))
+    _, opt, dl = GGPrivacyEngine().make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01), data_loader=DataLoader(ds, batch_size=1),
+        noise_multiplier=0.8, max_grad_norm=1.0, beta=1.5)
+    assert opt.expected_batch_size == 1
+    for xb, yb in dl:
+        opt.zero_grad()
+        ((model(xb) - yb) ** 2).sum().backward()
+        opt.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_expected_batch_size_rejects_no_batches():
+    from opacus_gg.steps import expected_batch_size
+
+    with pytest.raises(ValueError, match="n_batches"):
+        expected_batch_size(10, 0)
