@@ -39,6 +39,12 @@ def _drop_pool() -> None:
 os.register_at_fork(after_in_child=_drop_pool)  # a forked child (DataLoader worker) must not reuse the threads
 
 
+def _on_one_thread(fn: Callable[[int, int], None], lo: int, hi: int) -> None:
+    # OpenMP's thread count is per OS thread: a pool thread would otherwise open teams of all cores
+    torch.set_num_threads(1)
+    fn(lo, hi)
+
+
 def run_split(fn: Callable[[int, int], None], n: int, workers: int) -> None:
     """Call ``fn(lo, hi)`` on ``workers`` contiguous ranges covering [0, n): the first range on this thread, the
     others on a shared thread pool (torch releases the GIL in its ops), then wait for all; their errors are
@@ -53,7 +59,7 @@ def run_split(fn: Callable[[int, int], None], n: int, workers: int) -> None:
     if _POOL is None or _POOL._max_workers < workers - 1:
         _POOL = ThreadPoolExecutor(max_workers=max(workers - 1, (os.cpu_count() or 2) - 1), thread_name_prefix="opacus_gg")
     bounds = [n * w // workers for w in range(workers + 1)]
-    futures = [_POOL.submit(fn, bounds[w], bounds[w + 1]) for w in range(1, workers)]
+    futures = [_POOL.submit(_on_one_thread, fn, bounds[w], bounds[w + 1]) for w in range(1, workers)]
     try:
         fn(bounds[0], bounds[1])
     finally:
