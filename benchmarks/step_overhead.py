@@ -18,9 +18,12 @@ On a GPU: ``python benchmarks/step_overhead.py --device cuda``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the CPU profiler (peak memory) would log every start/stop
 
 import torch
 from opacus import PrivacyEngine

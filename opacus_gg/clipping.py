@@ -119,6 +119,9 @@ def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Te
     torch.sum(a, dim=-1, out=out)
 
 
+#: p whose |x|^p pass is memory-bound on CPU (≤ 2 cheap passes): the chunk loop is not split over threads
+_MEMORY_BOUND = (1.0, 2.0, 4.0)
+
 #: smallest normal number per dtype (the offset that keeps ``rsqrt`` off zero)
 _TINY = {dt: torch.finfo(dt).tiny for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
@@ -128,9 +131,9 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     f's dtype: each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
     entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
 
-    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary); the chunks
-    are split over ``torch.get_num_threads()`` workers, each a loop on one intra-op thread
-    (``_device.run_split``, ``_device.one_thread``); the sums do not depend on the split.
+    CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary) on one
+    intra-op thread (``_device.one_thread``); for the compute-bound forms (p ∉ {1, 2, 4}) the chunks are
+    split over ``torch.get_num_threads()`` such loops (``_device.run_split``); the sums do not depend on it.
     Accelerators (or inside :func:`opacus_gg._device.accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
@@ -157,7 +160,8 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
                     k = min(rows, B - i)
                     _pow_block_sums_(blocks[i : i + k], p, buf[:k], tmp[:k], partial[i : i + k])
 
-            workers = torch.get_num_threads()
+            # split only the compute-bound forms; p = 1, 2, 4 are memory-bound (measured: no gain, a loss in a step)
+            workers = torch.get_num_threads() if p not in _MEMORY_BOUND else 1
             with one_thread():
                 run_split(chunks, len(starts), workers)
             total += partial.double().sum(-1)

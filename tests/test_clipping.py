@@ -278,7 +278,7 @@ def test_half_powers_on_relu_like_gradients(p, path):
     assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4) + 1e-30).all(), ours / ref - 1
 
 
-@pytest.mark.parametrize("p", [1.0, 1.5, 3.0, 4.0])
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.5, 3.0, 4.0, 7.0])
 def test_norms_do_not_depend_on_the_number_of_threads(p, monkeypatch):
     """The CPU chunk loop is split over torch.get_num_threads() workers: same sums, bit for bit."""
     monkeypatch.setattr(clipping, "_CHUNK_ELEMS", 8192)
