@@ -1,5 +1,6 @@
 """Private device helpers: the one internal switch that runs accelerator-only branches on CPU (so the tests
-cover them without a GPU), and a one-thread scope for CPU loops of many small torch ops."""
+cover them without a GPU), a one-thread scope for CPU loops of many small torch ops, and the split of such a
+loop over Python threads (:func:`run_split`)."""
 
 from __future__ import annotations
 
