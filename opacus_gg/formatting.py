@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-__all__ = ["DIGITS", "fmt_up", "fmt_down"]
+__all__ = ["DIGITS", "fmt_up", "fmt_down", "solver_progress"]
 
 #: decimals printed by default
 DIGITS = 4
@@ -31,3 +31,8 @@ def fmt_up(x: float, digits: int = DIGITS) -> str:
 def fmt_down(x: float, digits: int = DIGITS) -> str:
     """x rounded *down* to ``digits`` decimals, exactly: ⌊x·10^digits⌋/10^digits (for lower bounds)."""
     return _fmt(x, digits, ROUND_FLOOR)
+
+
+def solver_progress(sigma: float, epsilon: float, target: float) -> str:
+    """One line of the σ solve's progress: the σ tried and its ε (rounded up), marked when above the target."""
+    return f"try sigma = {sigma:.4f}: epsilon = {fmt_up(epsilon)}" + (" (above target)" if epsilon > target else "")

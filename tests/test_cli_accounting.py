@@ -13,7 +13,7 @@ import pytest
 
 from opacus_gg.cli import main
 from opacus_gg.accountants.report import SCOPE_TEXT
-from opacus_gg.formatting import fmt_down, fmt_up
+from opacus_gg.formatting import fmt_down, fmt_up, solver_progress
 
 EPS = ["epsilon", "--beta", "2", "--noise-multiplier", "1.0", "--sample-rate", "0.01", "--steps", "100",
        "--delta", "1e-5"]
@@ -190,3 +190,8 @@ def test_dim_is_required_exactly_where_epsilon_depends_on_it(beta, p):
         assert e50 > e1 * 1.01  # a default d = 1 would under-report
     else:
         assert e50 == pytest.approx(e1, rel=1e-9)  # dimension-free case: the same computation for both d
+
+
+def test_solver_progress_rounds_epsilon_up_and_marks_the_target():
+    assert solver_progress(1.23456, 2.00001, 3.0) == "try sigma = 1.2346: epsilon = 2.0001"
+    assert solver_progress(0.5, 3.00000001, 3.0) == "try sigma = 0.5000: epsilon = 3.0001 (above target)"

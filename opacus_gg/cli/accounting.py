@@ -87,9 +87,10 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
 
 def _progress_line(target: float):
     """Solver callback: one stderr line per accountant run (σ tried, its ε, above or below the target)."""
+    from ..formatting import solver_progress
 
     def line(sigma: float, eps: float) -> None:
-        sys.stderr.write(f"  try sigma = {sigma:.4f}: epsilon = {eps:.4f}{' (above target)' if eps > target else ''}\n")
+        sys.stderr.write(f"  {solver_progress(sigma, eps, target)}\n")
         sys.stderr.flush()
 
     return line

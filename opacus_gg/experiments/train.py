@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from opacus_gg.formatting import solver_progress
 from opacus_gg.steps import steps_for_epochs
 
 from .config import Config, validate_config
@@ -269,7 +270,7 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         model, optimizer, loader = engine.make_private_with_epsilon(
             target_epsilon=float(p["target_epsilon"]), target_delta=delta, epochs=int(t["epochs"]),
             epsilon_tolerance=float(p["epsilon_tolerance"]),
-            progress=lambda s, e: log(f"  try σ = {s:.4f}: ε = {e:.4f}" + (" (above target)" if e > target else "")),
+            progress=lambda s, e: log(f"  {solver_progress(s, e, target)}"),
             **common)
     else:
         model, optimizer, loader = engine.make_private(noise_multiplier=float(sigma), **common)
