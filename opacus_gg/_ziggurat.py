@@ -110,41 +110,62 @@ def _bits(work_dtype: torch.dtype, accel: bool):
     return torch.int64, (10 if accel else 11), 0x3FF0000000000000, 52, 1.0, 2**62
 
 
+def _cached(key: tuple, make):
+    """The per-process table cache (cleared beyond 64 entries)."""
+    if key not in _TENSORS:
+        if len(_TENSORS) > 64:
+            _TENSORS.clear()
+        _TENSORS[key] = make()
+    return _TENSORS[key]
+
+
+def _device_tables(beta: float, device, work_dtype):
+    """Scale-free tables, uploaded once per (β, device, dtype): float64 signed X_i·fac by (layer, sign)
+    index, the fast-accept thresholds (work dtype), and the float64 layer bottoms and spans."""
+
+    def make():
+        r, v, xs, gs, gt = table(beta)
+        mant, fac = _bits(work_dtype, False)[3:5]
+        ratio = xs[1:] / xs[:-1]  # fast accept u·fac < X_{i+1}/X_i  <=>  k < ceil(ratio·2^M)
+        thr = np.ceil(ratio * 2.0**mant) * 2.0**-mant / fac
+        f64 = lambda a: torch.tensor(a, dtype=torch.float64, device=device)  # noqa: E731
+        return (
+            f64(np.repeat(xs[:-1], 2) * np.tile([fac, -fac], LAYERS)),
+            torch.tensor(np.repeat(thr, 2), dtype=work_dtype, device=device),
+            f64(np.repeat(gs, 2)),
+            f64(np.repeat(gt - gs, 2)),
+            f64(np.tile([1.0, -1.0], LAYERS)),
+        )
+
+    return _cached(("device", float(beta), str(device), work_dtype), make)
+
+
 def _tensors(beta: float, scale: float, device, work_dtype):
-    """Per-(layer, sign) tables of length 2N: signed scaled widths and fast-accept thresholds."""
-    key = (float(beta), float(scale), str(device), work_dtype)
-    if key in _TENSORS:
-        return _TENSORS[key]
-    r, v, xs, gs, gt = table(beta)
-    mant, fac = _bits(work_dtype, False)[3:5]
-    ratio = xs[1:] / xs[:-1]  # fast accept u·fac < X_{i+1}/X_i  <=>  k < ceil(ratio·2^M)
-    thr = np.ceil(ratio * 2.0**mant) * 2.0**-mant / fac
-    width = np.repeat(xs[:-1], 2) * np.tile([scale * fac, -scale * fac], LAYERS)
-    tabs = (
-        torch.tensor(width, dtype=work_dtype, device=device),
-        torch.tensor(np.repeat(thr, 2), dtype=work_dtype, device=device),
-    )
-    if len(_TENSORS) > 64:
-        _TENSORS.clear()
-    _TENSORS[key] = tabs
-    return tabs
+    """Per-(layer, sign) tables of length 2N: signed scaled widths ±X_i·fac·s (rounded once to the work
+    dtype from float64) and fast-accept thresholds. Derived on the device from :func:`_device_tables`, so a
+    new noise scale (a σ schedule) uploads nothing."""
+
+    def make():
+        signed, thr = _device_tables(beta, device, work_dtype)[:2]
+        return (signed * float(scale)).to(work_dtype), thr
+
+    return _cached((float(beta), float(scale), str(device), work_dtype), make)
 
 
 def _lattice_tensors(beta: float, scale: float, work_dtype):
     """CPU tables by (layer, sign) index, in units of the lattice integer k: fast-accept thresholds
     K_i = ceil(X_{i+1}/X_i · 2^M) (k ≥ K_i is rejected) and signed widths W_i·2^-M' (x = k·W_i·2^-M')."""
-    key = ("lattice", float(beta), float(scale), work_dtype)
-    if key in _TENSORS:
-        return _TENSORS[key]
-    width, thr = _tensors(beta, scale, "cpu", work_dtype)
-    mant, fac = _bits(work_dtype, False)[3:5]
-    lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
-    tabs = (
-        (thr.double() / lattice).to(work_dtype),  # integers < 2^53: exact
-        (width.double() * lattice).to(work_dtype),  # power-of-two scaling: exact
-    )
-    _TENSORS[key] = tabs
-    return tabs
+
+    def make():
+        width, thr = _tensors(beta, scale, "cpu", work_dtype)
+        mant = _bits(work_dtype, False)[3]
+        lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
+        return (
+            (thr.double() / lattice).to(work_dtype),  # integers < 2^53: exact
+            (width.double() * lattice).to(work_dtype),  # power-of-two scaling: exact
+        )
+
+    return _cached(("lattice", float(beta), float(scale), work_dtype), make)
 
 
 def tail(k: int, beta: float, r: float, generator: Optional[torch.Generator], device) -> torch.Tensor:
@@ -172,16 +193,12 @@ def _tail_proposals(m: int, beta: float, r: float, generator: Optional[torch.Gen
 def _fix_tables(beta: float, scale: float, device, work_dtype):
     """float64 tables by (layer, sign) index: u-to-x width, layer bottom height and span (NaN for
     the base layer, so that its vertical test always fails and sends it to the tail), signed scale."""
-    key = ("fix", float(beta), float(scale), str(device), work_dtype)
-    if key in _TENSORS:
-        return _TENSORS[key]
-    r, v, xs, gs, gt = table(beta)
-    fac = _bits(work_dtype, False)[4]
-    t = lambda a: torch.tensor(np.repeat(a, 2), dtype=torch.float64, device=device)  # noqa: E731
-    sgn = torch.tensor([scale, -scale] * LAYERS, dtype=torch.float64, device=device)
-    tabs = (t(xs[:-1] * fac), t(gs), t(gt - gs), sgn)
-    _TENSORS[key] = tabs
-    return tabs
+
+    def make():
+        signed, _, g_lo, g_span, sign = _device_tables(beta, device, work_dtype)
+        return signed.abs(), g_lo, g_span, sign * float(scale)
+
+    return _cached(("fix", float(beta), float(scale), str(device), work_dtype), make)
 
 
 def _vertical(u, idx, beta, scale, generator, device, work_dtype):

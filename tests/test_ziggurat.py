@@ -1,10 +1,11 @@
-"""The Ziggurat's accelerator-only branches (one pass, explicit random range), run on CPU through the
-internal switch ``_device.accelerator_path``, and the sparse-mask position finder of the CPU path."""
+"""The Ziggurat's accelerator-only branches (one pass, explicit random range, static-shape finish), run on CPU
+through the internal switch ``_device.accelerator_path``; the CPU path's threads; the tables."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
@@ -185,3 +186,25 @@ def test_kth_true_position(density):
         assert f == (r < min(true.numel(), 300))
         if f:
             assert a == true[r]
+
+
+def test_a_new_noise_scale_uploads_no_table(monkeypatch):
+    """A σ schedule changes the scale every step: the scaled tables are derived on the device from the
+    scale-free ones (uploaded once per β), so no host-to-device copy (a CUDA synchronisation) follows."""
+    Z._TENSORS.clear()
+    with _device.accelerator_path():
+        Z.sample(1000, 1.5, 0.7, torch.Generator().manual_seed(0), "cpu", torch.float32)
+        made = []
+        orig = torch.tensor
+        monkeypatch.setattr(Z.torch, "tensor", lambda *a, **k: made.append(1) or orig(*a, **k))
+        Z.sample(1000, 1.5, 0.9, torch.Generator().manual_seed(0), "cpu", torch.float32)
+    assert made == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scaled_tables_are_the_float64_products_rounded_once(dtype):
+    r, v, xs, gs, gt = Z.table(1.5)
+    fac = Z._bits(dtype, False)[4]
+    width, _ = Z._tensors(1.5, 0.37, "cpu", dtype)
+    ref = np.repeat(xs[:-1], 2) * np.tile([0.37 * fac, -0.37 * fac], Z.LAYERS)
+    assert torch.equal(width, torch.tensor(ref, dtype=dtype))
