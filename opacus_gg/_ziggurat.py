@@ -110,6 +110,13 @@ def _bits(work_dtype: torch.dtype, accel: bool):
     return torch.int64, (10 if accel else 11), 0x3FF0000000000000, 52, 1.0, 2**62
 
 
+def _lattice(work_dtype: torch.dtype) -> float:
+    """u = k·2^-M/fac: the lattice step of the uniform u in units of the integer k (2^-23 in float32, 2^-52 in
+    float64)."""
+    mant, fac = _bits(work_dtype, False)[3:5]
+    return 2.0**-mant / fac
+
+
 def _cached(key: tuple, make):
     """The per-process table cache (cleared beyond 64 entries)."""
     if key not in _TENSORS:
@@ -158,8 +165,7 @@ def _lattice_tensors(beta: float, scale: float, work_dtype):
 
     def make():
         width, thr = _tensors(beta, scale, "cpu", work_dtype)
-        mant = _bits(work_dtype, False)[3]
-        lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
+        lattice = _lattice(work_dtype)
         return (
             (thr.double() / lattice).to(work_dtype),  # integers < 2^53: exact
             (width.double() * lattice).to(work_dtype),  # power-of-two scaling: exact
@@ -277,7 +283,7 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, pipeli
     while this one transforms the previous chunk. The generator is used in the same order either way,
     so the output is bit-identical to the serial path."""
     thr_k, width_k = _lattice_tensors(beta, scale, work_dtype)
-    int_dtype, shift, _, mant, fac, _ = _bits(work_dtype, False)
+    int_dtype, shift = _bits(work_dtype, False)[:2]
     out = torch.empty(n, dtype=work_dtype)
     if n == 0:
         return out
@@ -303,8 +309,7 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, pipeli
         torch.index_select(width_k, 0, idx, out=w)
         x.mul_(w)
     if rej_pos:
-        lattice = 2.0 ** -(mant + (1 if work_dtype == torch.float32 else 0))
-        u = torch.cat(rej_k).to(torch.float64).mul_(lattice).to(work_dtype)  # u = k·2^-M' exactly
+        u = torch.cat(rej_k).to(torch.float64).mul_(_lattice(work_dtype)).to(work_dtype)  # u = k·2^-M' exactly
         ix = torch.cat(rej_idx)
         fixed = _fix(u, ix, beta, scale, generator, torch.device("cpu"), work_dtype).to(work_dtype)
         out.index_copy_(0, torch.cat(rej_pos), fixed)

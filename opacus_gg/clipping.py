@@ -216,8 +216,13 @@ def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, to
     n = sum(_flat(g).shape[1] for g in grads)
     total = sum(_sum_pow(_flat(g), p).to(device) for g in grads)
     floor = 2.0 * n * torch.finfo(dtype).tiny
-    bound = (total + floor).mul_(1.0 + _rel_error_bound(dtype, p)).pow_(1.0 / p)
-    return bound, total <= _F64_MAX, total >= floor * 1e6
+    return _rounded_up_root(total, n, dtype, p), total <= _F64_MAX, total >= floor * 1e6
+
+
+def _rounded_up_root(total: torch.Tensor, n: int, dtype: torch.dtype, p: float) -> torch.Tensor:
+    r"""((Ŝ_i + 2n·tiny)(1 + κ))^{1/p}: the certified ℓp bound from the computed sums Ŝ_i of n entries per
+    sample (see :func:`per_sample_norms`), as a new tensor."""
+    return (total + 2.0 * n * torch.finfo(dtype).tiny).mul_(1.0 + _rel_error_bound(dtype, p)).pow_(1.0 / p)
 
 
 def _max_abs_all(grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -238,7 +243,7 @@ def _rescaled(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
         return maxes  # p = ∞, or NaN/inf entries (the caller raises)
     safe = torch.where(maxes > 0, maxes, torch.ones_like(maxes))
     total = sum(_sum_pow(_flat(g) / safe.to(g.device, g.dtype)[:, None], p).to(device) for g in grads)
-    return (total + 2.0 * n * fi.tiny).mul_(1.0 + _rel_error_bound(dtype, p)).pow_(1.0 / p) * maxes * (1.0 + 4 * fi.eps)
+    return _rounded_up_root(total, n, dtype, p) * maxes * (1.0 + 4 * fi.eps)
 
 
 def clip_factors_deferred(
