@@ -1,7 +1,7 @@
 """Benchmark: one training step of GGPrivacyEngine (β = clip_norm_p = p) vs Opacus's PrivacyEngine (not a test).
 
     python benchmarks/step_overhead.py [--batch 256] [--steps 5] [--runs 1] [--device cpu|cuda] [--threads N]
-                                       [--ps 1 1.5 3 4] [--clipping flat per_layer]
+                                       [--ps 1 1.5 3 4] [--clipping flat per_layer] [--no-factors]
 
 Same ~1M-parameter CNN (CIFAR-shaped input), same fixed batch, same run. For each clipping mode the
 Opacus engine (ℓ2 clipping, Gaussian noise) and the GG engines (ℓp clipping and GG(β = p) noise) are
@@ -12,6 +12,9 @@ ratios is printed last. A step = zero_grad + forward + backward (per-sample grad
 accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
 max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
 noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events.
+The CNN's linear layer holds 0.92M of its 1.0M parameters; GG reads its per-sample ℓp norms from the
+layer's factors (``opacus_gg.rank1``: ‖δ_i ⊗ a_i‖_p = ‖δ_i‖_p‖a_i‖_p). ``--no-factors`` turns that off, so
+every norm reads all B × d per-sample entries: the cost for models whose parameters sit in convolutions.
 On a GPU: ``python benchmarks/step_overhead.py --device cuda``.
 """
 
@@ -32,6 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg import GGPrivacyEngine
+from opacus_gg.rank1 import use_factors
 
 
 def make_cnn() -> nn.Module:
@@ -105,7 +109,13 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ps", type=float, nargs="+", default=[1.0, 1.5, 3.0, 4.0])
     ap.add_argument("--clipping", nargs="+", choices=["flat", "per_layer"], default=["flat", "per_layer"])
+    ap.add_argument("--no-factors", action="store_true", help="norms of linear layers read every entry too")
     a = ap.parse_args()
+    with use_factors(not a.no_factors):
+        measure(a)
+
+
+def measure(a: argparse.Namespace) -> None:
     warnings.filterwarnings("ignore")
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -113,7 +123,8 @@ def main() -> None:
     torch.manual_seed(2)
     x = torch.randn(a.batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
-    print(f"device={dev} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()} runs={a.runs}")
+    print(f"device={dev} batch={a.batch} steps={a.steps} threads={torch.get_num_threads()} runs={a.runs} "
+          f"linear-layer factors={'off' if a.no_factors else 'on'}")
     per_run = {}  # (clipping, config) -> in-run ratio of each run
     for run in range(a.runs):
         for clipping in a.clipping:

@@ -27,6 +27,7 @@ from torch.distributed._composable.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 
+from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .optimizers import get_gg_optimizer_class
 from .steps import expected_batch_size, steps_for_epochs
@@ -141,6 +142,15 @@ class GGPrivacyEngine(PrivacyEngine):
             raise ValueError("data_loader must have at least one batch (sample_rate = 1/len(data_loader))")
         sample_rate = validate_sample_rate(1.0 / len(data_loader))
         return _Checked(beta, p, clipping, grad_sample_mode, max_grad_norm, sample_rate)
+
+    # -- model ---------------------------------------------------------------------------------
+    def _prepare_model(self, module: nn.Module, **kwargs):
+        """Opacus's ``_prepare_model``; a hooks-mode wrapper also records each ``nn.Linear`` weight's factors,
+        so that its per-sample ℓp norms cost out + in operations (:mod:`opacus_gg.rank1`; same per-sample
+        gradients, bit for bit)."""
+        wrapped = super()._prepare_model(module, **kwargs)
+        rank1.install(wrapped)
+        return wrapped
 
     # -- optimizer ----------------------------------------------------------------------------
     def _prepare_optimizer(

@@ -433,3 +433,15 @@ def test_accelerator_nan_raises_with_nothing_applied(cls, mgn, beta, p):
     for prm, s, x in zip(params, first, start):
         assert torch.equal(prm.summed_grad, s) and prm.grad is None and torch.equal(prm.detach(), x)
     assert not opt._step_checks
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0, 4.0])
+def test_16_bit_gradients_are_summed_in_float32(dtype, p, path):
+    """16-bit per-sample gradients (autocast): |x|^p and the 1024-term block sums are formed in float32, so the
+    bound is as tight as for float32 (a bfloat16 block sum could be off by γ_1023 ≈ 4: a bound up to 5× large)."""
+    g = torch.Generator().manual_seed(14)
+    grads = [(torch.randn(4, 3000, generator=g) * 0.1).to(dtype), torch.randn(4, 7, 9, generator=g).to(dtype)]
+    ours = per_sample_norms(grads, p).numpy()
+    ref = _ref_norm(grads, p)
+    assert (ours >= ref).all() and (ours <= ref * (1 + 1e-4)).all(), ours / ref - 1
