@@ -29,7 +29,7 @@ from collections import ChainMap
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
-from opacus.grad_sample.grad_sample_module import GradSampleHooks
+from opacus.grad_sample.grad_sample_module import GradSampleHooks, GradSampleModule
 from opacus.grad_sample.linear import compute_linear_grad_sample
 from torch import nn
 
@@ -86,9 +86,11 @@ def _attach(layer: nn.Linear, _grad_input, _grad_output) -> None:
 def install(gsm: object) -> None:
     """Give an Opacus hooks-mode ``GradSampleModule``/``GradSampleHooks`` the recording Linear grad sampler
     (an instance-level entry over Opacus's registry, so later registrations still apply) and the hooks that
-    attach the factors; the hooks are removed with Opacus's (``remove_hooks``). No-op for other modes, for
-    ``force_functorch`` and when already installed."""
-    if not isinstance(gsm, GradSampleHooks) or gsm.force_functorch or isinstance(gsm.GRAD_SAMPLERS, ChainMap):
+    attach the factors; the hooks are removed with Opacus's (``remove_hooks``). No-op for other modes (ghost
+    clipping, expanded weights: subclasses included), for ``force_functorch`` and when already installed."""
+    if type(gsm) not in (GradSampleModule, GradSampleHooks) or gsm.force_functorch:
+        return  # ghost clipping, expanded weights, functorch, no_op: their own per-sample machinery
+    if isinstance(gsm.GRAD_SAMPLERS, ChainMap):
         return
     gsm.GRAD_SAMPLERS = ChainMap({nn.Linear: _linear_grad_sampler}, type(gsm).GRAD_SAMPLERS)
     for module in gsm.iterate_submodules(gsm._module):

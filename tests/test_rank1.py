@@ -3,6 +3,8 @@ condition, and the engine's use of it (same per-sample gradients as Opacus, norm
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 import mpmath
 import numpy as np
 import pytest
@@ -31,9 +33,9 @@ def _private(model, engine_cls=GGPrivacyEngine, batch=16, max_grad_norm=1.0, **k
                     batch_size=batch)
     if engine_cls is GGPrivacyEngine:
         kw.setdefault("beta", 1.5)
-    model, opt, dl = engine_cls().make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
-                                               max_grad_norm=max_grad_norm, poisson_sampling=False, **kw)
-    return model, opt, dl
+    res = engine_cls().make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                    max_grad_norm=max_grad_norm, poisson_sampling=False, **kw)
+    return res[0], res[1], res[-1]  # ghost clipping also returns a criterion
 
 
 def _mlp():
@@ -165,6 +167,8 @@ def test_accumulated_batches_are_read_in_full():
 def test_not_installed_for_functorch_mode_and_removed_with_opacus_hooks():
     model, _, dl = _private(_mlp(), grad_sample_mode="functorch")
     assert all(rank1.factors(g) is None for g in _backward(model, dl))
+    ghost, _, _ = _private(_mlp(), beta=2.0, clipping="ghost")
+    assert not isinstance(ghost.GRAD_SAMPLERS, ChainMap)  # Opacus's ghost clipping keeps its own samplers
     model, _, dl = _private(_mlp())
     assert isinstance(model, GradSampleModule)
     n_hooks = len(model.autograd_grad_sample_hooks)
