@@ -53,7 +53,6 @@ __all__ = [
 #: 5.0517567 → 5.0517569) and costs 2/3 of 1e-11 — most of a cold get_epsilon is these quadratures
 MOMENT_EPSREL = 1e-7
 _EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
-_GRID_POINTS = 24  # initial geometric u-grid per order
 _REFINE_ROUNDS = 24  # at most this many rounds of interval splits per order
 _SPLITS_PER_ROUND = 16  # loosest intervals split per round
 _QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated for shifts up to this
