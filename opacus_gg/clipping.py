@@ -97,21 +97,17 @@ _F64_MAX = torch.finfo(torch.float64).max
 def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Tensor, out: torch.Tensor) -> None:
     r"""out[i, j] = Σ_k |c_ijk|^p over the last dim (blocks of ``_BLOCK``), through cache-sized scratch.
 
-    Cheap forms with at most 5 roundings per term (ρ = rsqrt(a + tiny), a = |x|): a (p = 1), x·x (2),
-    (x·x)² summed by a fused ℓ2 norm (4), a·x² (3), (a·ρ)·a (1.5), ((a·ρ)·a)·a (2.5); torch.pow otherwise.
-    Half powers of float32/float64 on CPU go through numpy: s = √a (IEEE sqrt, correctly rounded, no slow
-    path on zeros), then each block's Σ a·s (p = 1.5) or Σ a·(s·a) (2.5) as one ``numpy.vecdot``: a dot
+    Cheap forms with at most 5 roundings per term (a = |x|): a (p = 1), x·x (2), (x·x)² summed by a fused
+    ℓ2 norm (4), a·x² (3); torch.pow otherwise. The half powers go through numpy: s = √a (IEEE sqrt,
+    correctly rounded, no slow path on zeros; torch's CPU sqrt is up to 10× slower on the zeros that fill
+    ReLU gradients), then each block's Σ a·s (p = 1.5) or Σ a·(s·a) (2.5) as one ``numpy.vecdot``: a dot
     product of k terms in any order is within γ_k·Σ|terms| (Higham, Thm 3.1), so with the ≤ 2 roundings of
-    s and s·a the block sum has relative error ≤ (k + 2)u + O(k²u²), inside κ of :func:`per_sample_norms`.
-    Measured 2.1× faster than the torch form on one thread. Elsewhere the half powers use ``rsqrt`` of
-    a + tiny, never ``sqrt``: torch's CPU sqrt takes a slow path on
-    zeros (up to 10× slower on ReLU gradients, where most entries are 0). Since fl(a + tiny) ≥ a, the
-    term is ≥ a^p·(1 − 5u) − a^{p−1}·tiny/2, and a + tiny = a exactly once a ≥ 2^25·tiny, so the
-    offset loses < 4e-54 (≪ tiny) per term, inside the 2·tiny-per-entry term of :func:`per_sample_norms`
-    (``rsqrt`` is checked to ≤ 2 roundings in tests/test_clipping.py)."""
+    s and s·a the block sum has relative error ≤ (k + 2)u + O(k²u²), inside κ of :func:`per_sample_norms`
+    (numpy's sqrt is checked to be correctly rounded in tests/test_clipping.py). The chunk is float32 or
+    float64 (16-bit gradients are copied to the float32 scratch first), so numpy can read it."""
     if c.dtype != buf.dtype:  # 16-bit gradients: formed in float32 (exact copy); every form below is in-place safe
         c = buf.copy_(c)
-    if p in (1.5, 2.5) and c.dtype in _NUMPY_DTYPES and c.device.type == "cpu":
+    if p in (1.5, 2.5):
         a, s = buf.numpy(), tmp.numpy()
         np.abs(c.numpy(), out=a)
         np.sqrt(a, out=s)
@@ -132,25 +128,13 @@ def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Te
     if p == 3.0:
         torch.mul(c, c, out=tmp)
         a.mul_(tmp)
-    elif p in (1.5, 2.5):
-        torch.add(a, _TINY[a.dtype], out=tmp)
-        tmp.rsqrt_().mul_(a).mul_(a)  # (a·ρ)·a: a·ρ ≈ √a is normal; only the last product may underflow
-        if p == 2.5:
-            tmp.mul_(a)
-        a = tmp
     elif p != 1.0:
         a.pow_(p)
     torch.sum(a, dim=-1, out=out)
 
 
-#: dtypes whose CPU half powers (p = 1.5, 2.5) use numpy's sqrt and vecdot (see :func:`_pow_block_sums_`)
-_NUMPY_DTYPES = (torch.float32, torch.float64)
-
 #: p whose |x|^p pass is memory-bound on CPU (≤ 2 cheap passes): the chunk loop is not split over threads
 _MEMORY_BOUND = (1.0, 2.0, 4.0)
-
-#: smallest normal number per dtype (the offset that keeps ``rsqrt`` off zero)
-_TINY = {dt: torch.finfo(dt).tiny for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
 def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
