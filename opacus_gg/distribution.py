@@ -83,7 +83,9 @@ def sample(
     β ≥ 1 (Laplace included) uses a vectorised 256-layer Ziggurat (one random word per draw, ≈ 98 %
     accepted on the fast path; wedge and tail handled exactly in float64 on the rejected subset).
     Work is in float32 (float64 when ``dtype`` is float64) on ``device`` (the generator's device
-    when omitted); the result is cast to ``dtype``. The Ziggurat is in ``opacus_gg._ziggurat``; see
+    when omitted); the result is cast to ``dtype``. The randomness is a function of ``generator``'s state
+    (None: torch's default generator): on accelerators its own ``random_``; on CPU (β ≠ 2) a numpy PCG64
+    stream seeded by four of its words. The Ziggurat is in ``opacus_gg._ziggurat``; see
     :func:`sample_gamma` for the slower Gamma-based reference sampler.
     """
     beta = validate_beta(beta)

@@ -31,11 +31,12 @@ def test_switch_is_scoped():
 
 
 def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
-    calls = []
+    calls, sizes = [], []
     orig = torch.Tensor.random_
 
     def spy(self, *args, **kwargs):
         calls.append(args)
+        sizes.append(self.numel())
         return orig(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "random_", spy)
@@ -46,8 +47,10 @@ def test_accelerator_path_asks_random_for_an_explicit_range(monkeypatch):
     assert calls[0] == (0, 2**31)  # one pass over all n draws: a single random_ call for the bulk
     assert (0, 2**62) in calls
     calls.clear()
+    sizes.clear()
     D.sample(n, 1.5, 1.0, generator=torch.Generator().manual_seed(0))
-    assert calls[:3] == [(), (), ()]  # CPU path: chunk by chunk, default range
+    assert calls[0] == () and sizes[0] == 4  # CPU path: the bulk's words come from PCG64, seeded by 4 words
+    assert max(sizes) < n // 10  # (then only the small float64 finish of the rejected draws)
 
 
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
@@ -127,11 +130,41 @@ def test_sample_pipelines_only_with_two_threads_and_large_n(monkeypatch):
 
 
 def test_pipelined_producer_errors_reach_the_caller_and_early_stop_does_not_hang():
-    chunks = Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.int32, torch.Generator().manual_seed(0), True)
+    bits = Z.word_stream(torch.Generator().manual_seed(0))
+    chunks = Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.float32, bits, True)
     next(chunks)
     chunks.close()  # consumer stops early: the producer is released and joined
-    with pytest.raises(TypeError):
-        list(Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.int32, "not a generator", True))
+    with pytest.raises(AttributeError):
+        list(Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.float32, "not a bit generator", True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_words_are_pcg64_seeded_by_four_words_of_the_generator(dtype):
+    """Independent re-derivation of the CPU path's words: the generator gives one 4-word int64 ``random_``
+    call, SeedSequence → PCG64, then idx = w & 511 and k = w >> 10 (32-bit words, float32) or w >> 12
+    (64-bit words, float64); the generator ends where that one call leaves it."""
+    g, ref = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    bits = Z.word_stream(g)
+    seed = torch.empty(4, dtype=torch.int64).random_(generator=ref)
+    assert torch.equal(g.get_state(), ref.get_state())
+    raw = np.random.PCG64(np.random.SeedSequence(seed.numpy())).random_raw(3000)
+    m = 5000 if dtype == torch.float32 else 3000
+    words = raw.view(np.uint32)[:m].astype(np.uint64) if dtype == torch.float32 else raw
+    shift = 10 if dtype == torch.float32 else 12
+    ((a, idx, k),) = list(Z._random_chunks(m, m, dtype, bits, False))
+    assert a == 0
+    assert np.array_equal(idx.numpy().astype(np.uint64), words & 511)
+    assert np.array_equal(k.numpy().astype(np.uint64), words >> shift)
+    assert int(k.max()) < 2 ** Z._bits(dtype, False)[3] and int(k.min()) >= 0
+
+
+def test_cpu_path_is_a_function_of_the_generator_state():
+    a = D.sample(100_000, 1.5, 1.0, generator=torch.Generator().manual_seed(5))
+    b = D.sample(100_000, 1.5, 1.0, generator=torch.Generator().manual_seed(5))
+    c = D.sample(100_000, 1.5, 1.0, generator=torch.Generator().manual_seed(6))
+    torch.manual_seed(5)
+    d = D.sample(100_000, 1.5, 1.0)  # the default generator
+    assert torch.equal(a, b) and torch.equal(a, d) and not torch.equal(a, c)
 
 
 def _rejected(n, beta, dtype, seed):
