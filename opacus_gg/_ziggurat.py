@@ -18,12 +18,12 @@ PCG64 seeded by four words of the torch generator (:func:`word_stream`, faster t
 ``random_``), and the bulk runs in cache-sized chunks on one intra-op thread (with ≥ 2 torch threads a
 producer thread draws the chunks' words ahead, in order: bit-identical output); the lattice integer is
 converted to float and multiplied by W_i·2^-M (x = k·W_i·2^-M, one rounding), the fast test is k ≥ K_i,
-the rejected positions are found by numpy and resolved by :func:`_fix`. On accelerators (:func:`sample_deferred`) nothing reads
-the device back: one pass over the whole buffer (random range given explicitly to ``random_``), the first
-K rejected positions by ``nonzero_static`` (K static: mean + 10 sd + 64), and :func:`_resolve` finishes
-them with static shapes: each slot's own vertical test; a failed wedge restarts by taking the k-th
-terminal candidate of a static pool of fresh candidates; a slot in the tail takes the k-th accepted
-proposal of a static pool of tail proposals (k = the slot's rank among those that need one). Exact
+the rejected positions are found by numpy and resolved by :func:`_fix`. On accelerators
+(:func:`sample_deferred`) nothing reads the device back: one pass over the whole buffer (random range given
+explicitly to ``random_``), the first K rejected positions by ``nonzero_static`` (K static: mean + 10 sd +
+64), and :func:`_resolve` finishes them with static shapes: each slot's own vertical test; a failed wedge
+restarts by taking the k-th terminal candidate of a static pool of fresh candidates; a slot in the tail takes
+the k-th accepted proposal of a static pool of tail proposals (k = the slot's rank among those that need one). Exact
 because the terminal (accepted) elements of an i.i.d. stream, in order, are i.i.d. with the law of the
 first one, independently of the ranks. A 0-dim device flag says whether a budget was exceeded (≈ e^-50
 each); only then does :class:`Finisher` complete the unresolved draws by continuing their own sequences
