@@ -58,7 +58,8 @@ def run_split(fn: Callable[[int, int], None], n: int, workers: int) -> None:
         fn(0, n)
         return
     if _POOL is None or _POOL._max_workers < workers - 1:
-        _POOL = ThreadPoolExecutor(max_workers=max(workers - 1, (os.cpu_count() or 2) - 1), thread_name_prefix="opacus_gg")
+        size = max(workers - 1, (os.cpu_count() or 2) - 1)
+        _POOL = ThreadPoolExecutor(max_workers=size, thread_name_prefix="opacus_gg")
     bounds = [n * w // workers for w in range(workers + 1)]
     futures = [_POOL.submit(_on_one_thread, fn, bounds[w], bounds[w + 1]) for w in range(1, workers)]
     try:

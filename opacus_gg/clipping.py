@@ -139,13 +139,15 @@ _MEMORY_BOUND = (1.0, 2.0, 4.0)
 
 def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     r"""Ŝ_i ≈ Σ_j |f_ij|^p per row (float64 [B]) from partial sums over blocks of ``_BLOCK`` entries in
-    f's dtype (float32 if f is 16-bit): each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an absolute error ≤ 2·tiny per
-    entry for under/flush-to-zero (whatever order torch sums in); see :func:`per_sample_norms`.
+    f's dtype (float32 if f is 16-bit): each block sum has relative error ≤ γ_{k−1} + O(p)·u plus an
+    absolute error ≤ 2·tiny per entry for under/flush-to-zero (whatever order torch sums in); see
+    :func:`per_sample_norms`.
 
     CPU: |x|^p is formed chunk by chunk in reusable cache-sized buffers (no full-size temporary) on one
     intra-op thread (``_device.one_thread``); for the compute-bound forms (p ∉ {1, 2, 4}) the chunks are
     split over ``torch.get_num_threads()`` such loops (``_device.run_split``); the sums do not depend on it.
-    Accelerators (or inside :func:`opacus_gg._device.accelerator_path`): one fused pass, ‖block‖_p^p = vector_norm(ord=p)^p.
+    Accelerators (or inside :func:`opacus_gg._device.accelerator_path`): one fused pass,
+    ‖block‖_p^p = vector_norm(ord=p)^p.
     """
     B, n = f.shape
     m = n // _BLOCK
@@ -184,7 +186,7 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def _rel_error_bound(dtype: torch.dtype, p: float) -> float:
-    """κ with computed Σ|x|^p ≥ (exact − 2n·tiny)/(1 + κ): γ_{k−1} for the block sums plus pow/root roundings."""
+    """κ with computed Σ|x|^p ≥ (exact − 2n·tiny)/(1 + κ): γ_{k−1} (block sums) plus pow/root roundings."""
     u = torch.finfo(dtype).eps / 2
     return (_BLOCK + 2 * p + 8) * u
 
@@ -197,13 +199,14 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
 
         ‖g_i‖_p ≤ ((Ŝ_i + 2 n·tiny)·(1 + κ))^{1/p},   κ = (1024 + 2p + 8)·u,
 
-    where Ŝ_i is Σ|g|^p accumulated in float64 from blocks of 1024 entries summed in the grads' dtype (float32 for 16-bit grads)
-    (unit roundoff u, smallest normal ``tiny``, n entries per sample). Each term |x|^p is formed with
-    ≤ 3 roundings (relative error ≤ 3u when normal; an under-/flushed-to-zero result is off by < 2·tiny,
-    the absolute term), and any summation order of k terms has relative error ≤ γ_{k−1} ≤ 1024u. κ ≈ 6e-5
-    in float32: torch's float32 ``vector_norm`` alone is off by ~3e-4 relative on 10^6 entries, which
-    could let a clipped gradient exceed C. If some Ŝ_i overflows (or a gradient is NaN/inf), or is
-    below 10^6 · 2n·tiny (so that the underflow term would loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no overflow) and multiplied back:
+    where Ŝ_i is Σ|g|^p accumulated in float64 from blocks of 1024 entries summed in the grads' dtype
+    (float32 for 16-bit grads; unit roundoff u, smallest normal ``tiny``, n entries per sample). Each term
+    |x|^p is formed with ≤ 5 roundings (:func:`_pow_block_sums_`; relative error ≤ 5u + O(u²) when normal;
+    an under-/flushed-to-zero result is off by < 2·tiny, the absolute term), and any summation order of k
+    terms has relative error ≤ γ_{k−1} ≤ 1024u. κ ≈ 6e-5 in float32: torch's float32 ``vector_norm`` alone
+    is off by ~3e-4 relative on 10^6 entries, which could let a clipped gradient exceed C. If some Ŝ_i
+    overflows (or a gradient is NaN/inf), or is below 10^6 · 2n·tiny (so that the underflow term would
+    loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no overflow) and multiplied back:
     ‖g_i‖_p ≤ M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) (ε covers rounding M_i to the grads' dtype).
     Norms are float64 on the device of the first tensor. (Opacus's own ℓ2 formula, used by the
     optimizer at β = p = 2 for bit-equality with Opacus, is not rounded up.)
@@ -305,7 +308,7 @@ def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
 
 
 def total_sensitivity(max_grad_norms: Union[float, Sequence[float]], p: float) -> float:
-    r"""ℓp sensitivity of per-layer clipping with bounds C_l: ‖(C_l)_l‖_p = (Σ_l C_l^p)^{1/p} (max at p = ∞)."""
+    r"""ℓp sensitivity of per-layer clipping (bounds C_l): ‖(C_l)_l‖_p = (Σ_l C_l^p)^{1/p} (max at p = ∞)."""
     if isinstance(max_grad_norms, (int, float)):
         return float(max_grad_norms)
     c = torch.tensor([float(x) for x in max_grad_norms], dtype=torch.float64)

@@ -172,7 +172,9 @@ class GGPrivacyEngine(PrivacyEngine):
         if isinstance(optimizer, DPOptimizer):
             optimizer = optimizer.original_optimizer
         generator = self.secure_rng if self.secure_mode else noise_generator
-        optim_class = get_gg_optimizer_class(clipping=clipping, distributed=distributed, grad_sample_mode=grad_sample_mode)
+        optim_class = get_gg_optimizer_class(
+            clipping=clipping, distributed=distributed, grad_sample_mode=grad_sample_mode
+        )
         return optim_class(
             optimizer=optimizer,
             noise_multiplier=noise_multiplier,
