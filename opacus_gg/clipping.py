@@ -206,7 +206,8 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     terms has relative error ≤ γ_{k−1} ≤ 1024u. κ ≈ 6e-5 in float32: torch's float32 ``vector_norm`` alone
     is off by ~3e-4 relative on 10^6 entries, which could let a clipped gradient exceed C. If some Ŝ_i
     overflows (or a gradient is NaN/inf), or is below 10^6 · 2n·tiny (so that the underflow term would
-    loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no overflow) and multiplied back:
+    loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no
+    overflow) and multiplied back:
     ‖g_i‖_p ≤ M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) (ε covers rounding M_i to the grads' dtype).
     Norms are float64 on the device of the first tensor. (Opacus's own ℓ2 formula, used by the
     optimizer at β = p = 2 for bit-equality with Opacus, is not rounded up.)
