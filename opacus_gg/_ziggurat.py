@@ -14,9 +14,9 @@ proposal shifted to r, accepted with probability exp(-(x^β/β - r^β/β - r^{β
 bound; h(x) = x^β/β is convex for β ≥ 1).
 
 Two execution paths give the same distribution. On CPU (:func:`_sample_cpu`) the words come from numpy's
-PCG64 seeded by four words of the torch generator (:func:`word_stream`, faster than torch's CPU
-``random_``), and the bulk runs in cache-sized chunks on one intra-op thread (with ≥ 2 torch threads a
-producer thread draws the chunks' words ahead, in order: bit-identical output); the lattice integer is
+PCG64, one stream per block of 2^20 draws, seeded by four words of the torch generator (:func:`word_stream`,
+faster than torch's CPU ``random_``); the blocks are split over the torch thread count (the output does not
+depend on it) and run in cache-sized chunks on one intra-op thread each; the lattice integer is
 converted to float and multiplied by W_i·2^-M (x = k·W_i·2^-M, one rounding), the fast test is k ≥ K_i,
 the rejected positions are found by numpy and resolved by :func:`_fix`. On accelerators
 (:func:`sample_deferred`) nothing reads the device back: one pass over the whole buffer (random range given
@@ -38,19 +38,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import queue
-import threading
-from typing import Iterator, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
 from scipy import special
 
-from ._device import one_thread, uses_accelerator_path
+from ._device import one_thread, run_split, uses_accelerator_path
 
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
-PIPELINE_MIN = 4 * CHUNK  # with ≥ 2 threads, from this size the random words are drawn on a second thread
+STREAM_DRAWS = 8 * CHUNK  # draws per PCG64 stream: the unit of the CPU path's split over threads
 
 _TABLES: dict = {}
 _TENSORS: dict = {}
@@ -260,69 +258,89 @@ def _pow(x: torch.Tensor, beta: float) -> torch.Tensor:
 def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> torch.Tensor:
     """n i.i.d. GG(β, scale) draws (flat vector of ``work_dtype`` on ``device``) by the Ziggurat above.
 
-    Accelerator path: :func:`sample_deferred`, then ONE host synchronisation (reading ``pending``) and, in
-    the rare case, the exact finish."""
+    CPU: :func:`_sample_cpu`, its stream blocks split over ``torch.get_num_threads()`` Python threads of one
+    intra-op thread each. Accelerator path: :func:`sample_deferred`, then ONE host synchronisation (reading
+    ``pending``) and, in the rare case, the exact finish."""
     device = torch.device(device)
-    pipelined = torch.get_num_threads() >= 2 and n >= PIPELINE_MIN
+    workers = torch.get_num_threads()
     with contextlib.nullcontext() if device.type != "cpu" else one_thread():
         if uses_accelerator_path(device):
             out, finisher = sample_deferred(n, beta, scale, generator, device, work_dtype)
             if bool(finisher.pending):  # the one host synchronisation
                 finisher.finish()
             return out
-        return _sample_cpu(n, beta, scale, generator, work_dtype, pipelined)
+        return _sample_cpu(n, beta, scale, generator, work_dtype, workers)
 
 
-def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, pipelined: bool = False) -> torch.Tensor:
-    """CPU path: chunks of ``CHUNK`` draws whose scratch stays in cache, random words from :func:`word_stream`
-    (split by :func:`_random_chunks` into the (layer, sign) index and the lattice integer k); k itself is
-    converted to float (x = k exactly, k < 2^52), so that the threshold test is k ≥ K_i and x = k·(W_i·2^-M')
-    is one rounded product, as on the accelerator path (W_i·2^-M' is exact: a power-of-two scaling). The
-    fast-accept compare and the search for the few rejected positions run in numpy (vectorised; torch's
-    bool-output compare is ~4× slower here).
+def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, workers: int = 1) -> torch.Tensor:
+    """CPU path. The n draws are cut into blocks of ``STREAM_DRAWS``; block j takes its words from its own
+    PCG64 stream (:func:`word_stream`), split into the (layer, sign) index and the lattice integer k
+    (:func:`_split_words`), and is processed in chunks of ``CHUNK`` draws whose scratch stays in cache. k
+    itself is converted to float (x = k exactly, k < 2^52), so that the threshold test is k ≥ K_i and
+    x = k·(W_i·2^-M') is one rounded product, as on the accelerator path (W_i·2^-M' is exact: a
+    power-of-two scaling). The fast-accept compare and the search for the few rejected positions run in
+    numpy (vectorised; torch's bool-output compare is ~4× slower here); the rejected draws are finished
+    by :func:`_fix` after all blocks, in block order.
 
-    ``pipelined`` (≥ 2 torch threads): a second thread draws and splits the chunks' words, in chunk order,
-    while this one transforms the previous chunk: the output is bit-identical to the serial path."""
+    The blocks are split over ``workers`` Python threads (:func:`opacus_gg._device.run_split`; numpy and
+    torch release the GIL): since each block has its own stream, the output does not depend on
+    ``workers``."""
     thr_k, width_k = _lattice_tensors(beta, scale, work_dtype)
     out = torch.empty(n, dtype=work_dtype)
     if n == 0:
         return out
-    c = min(n, CHUNK)
-    w_buf = torch.empty(c, dtype=work_dtype)
-    m_buf = np.empty(c, dtype=np.bool_)
-    rej_pos, rej_k, rej_idx = [], [], []
-    for a, idx, k in _random_chunks(n, c, work_dtype, word_stream(generator), pipelined):
-        m = len(k)
-        x, w = out[a : a + m], w_buf[:m]
-        x.copy_(k)
-        torch.index_select(thr_k, 0, idx, out=w)
-        mask = m_buf[:m]
-        np.greater_equal(x.numpy(), w.numpy(), out=mask)
-        r = torch.from_numpy(np.flatnonzero(mask))
-        if r.numel():
-            rej_pos.append(r + a)
-            rej_k.append(k.index_select(0, r))
-            rej_idx.append(idx.index_select(0, r))
-        torch.index_select(width_k, 0, idx, out=w)
-        x.mul_(w)
-    if rej_pos:
-        u = torch.cat(rej_k).to(torch.float64).mul_(_lattice(work_dtype)).to(work_dtype)  # u = k·2^-M' exactly
-        ix = torch.cat(rej_idx)
+    seed = _seed_words(generator)
+    starts = range(0, n, STREAM_DRAWS)
+    rejected: list = [None] * len(starts)
+    int_dtype = _bits(work_dtype, False)[0]
+    unsigned = np.uint32 if int_dtype == torch.int32 else np.uint64
+
+    def blocks(lo: int, hi: int) -> None:  # blocks lo..hi-1, with this worker's own scratch
+        c = min(n, CHUNK)
+        idx_buf, w_buf, m_buf = torch.empty(c, dtype=int_dtype), torch.empty(c, dtype=work_dtype), np.empty(c, np.bool_)
+        idx_np = idx_buf.numpy().view(unsigned)
+        for j in range(lo, hi):
+            bits = word_stream(seed, j)
+            found = []
+            for a in range(starts[j], min(starts[j] + STREAM_DRAWS, n), c):
+                m = min(c, n - a)
+                x, idx, w = out[a : a + m], idx_buf[:m], w_buf[:m]
+                k = _split_words(bits, m, work_dtype, idx_np[:m])
+                x.copy_(k)
+                torch.index_select(thr_k, 0, idx, out=w)
+                mask = m_buf[:m]
+                np.greater_equal(x.numpy(), w.numpy(), out=mask)
+                r = torch.from_numpy(np.flatnonzero(mask))
+                if r.numel():
+                    found.append((r + a, k.index_select(0, r), idx.index_select(0, r)))
+                torch.index_select(width_k, 0, idx, out=w)
+                x.mul_(w)
+            rejected[j] = found
+
+    run_split(blocks, len(starts), workers)
+    found = [t for block in rejected for t in block]
+    if found:
+        pos, ks, ix = (torch.cat(parts) for parts in zip(*found))
+        u = ks.to(torch.float64).mul_(_lattice(work_dtype)).to(work_dtype)  # u = k·2^-M' exactly
         fixed = _fix(u, ix, beta, scale, generator, torch.device("cpu"), work_dtype).to(work_dtype)
-        out.index_copy_(0, torch.cat(rej_pos), fixed)
+        out.index_copy_(0, pos, fixed)
     return out
 
 
-def word_stream(generator: Optional[torch.Generator]) -> np.random.PCG64:
-    """The CPU path's random words: numpy's PCG64 seeded (``SeedSequence``) with 4 words of 63 bits drawn
-    from the torch ``generator`` (None: the default one) in one ``random_`` call.
+def _seed_words(generator: Optional[torch.Generator]) -> np.ndarray:
+    """4 words of 63 bits from the torch ``generator`` (None: the default one), in one ``random_`` call: the
+    generator is advanced once, under its own lock, so a concurrent user of it never shares these words."""
+    return torch.empty(4, dtype=torch.int64).random_(generator=generator).numpy()
+
+
+def word_stream(seed: np.ndarray, block: int) -> np.random.PCG64:
+    """The random words of the CPU path's block ``block``: numpy's PCG64 seeded by
+    ``SeedSequence(seed, spawn_key=(block,))`` (independent streams per block, as numpy's ``spawn`` gives).
 
     PCG64's ``random_raw`` gives 64 bits in ≈ 1.6 ns here, against ≈ 1.8 ns for each 32-bit word of torch's
-    CPU mt19937 ``random_``. The output is reproducible from the generator's state (PCG64 and SeedSequence
-    streams are stable across numpy versions), and the generator is advanced in one call under its own
-    lock, so a concurrent user of the same generator never shares words with the sampler."""
-    seed = torch.empty(4, dtype=torch.int64).random_(generator=generator)
-    return np.random.PCG64(np.random.SeedSequence(seed.numpy()))
+    CPU mt19937 ``random_``. The output is a function of the torch generator's state (PCG64 and SeedSequence
+    streams are stable across numpy versions)."""
+    return np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,)))
 
 
 def _split_words(bits: np.random.PCG64, m: int, work_dtype, idx: np.ndarray) -> torch.Tensor:
@@ -339,55 +357,6 @@ def _split_words(bits: np.random.PCG64, m: int, work_dtype, idx: np.ndarray) -> 
     np.bitwise_and(w, 2 * LAYERS - 1, out=idx)
     np.right_shift(w, shift, out=w)
     return torch.from_numpy(w.view(signed))
-
-
-def _random_chunks(
-    n: int, c: int, work_dtype, bits: np.random.PCG64, pipelined: bool
-) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
-    """(offset, idx, k) for the chunks [a, a + c) of [0, n), in order (:func:`_split_words`; idx is a reused
-    buffer, valid until the next item). Pipelined: drawn ahead by a producer thread into 3 rotating index
-    buffers (numpy releases the GIL in ``random_raw`` and its ufuncs), handed over through queues; its errors
-    are re-raised here."""
-    int_dtype = _bits(work_dtype, False)[0]
-    unsigned = np.uint32 if int_dtype == torch.int32 else np.uint64
-    spans = [(a, min(c, n - a)) for a in range(0, n, c)]
-    if not pipelined:
-        buf = torch.empty(c, dtype=int_dtype)
-        for a, m in spans:
-            k = _split_words(bits, m, work_dtype, buf.numpy()[:m].view(unsigned))
-            yield a, buf[:m], k
-        return
-    free: queue.Queue = queue.Queue()
-    ready: queue.Queue = queue.Queue()
-    stop = threading.Event()
-    for _ in range(3):
-        free.put(torch.empty(c, dtype=int_dtype))
-
-    def produce() -> None:
-        try:
-            for a, m in spans:
-                buf = free.get()
-                if stop.is_set():
-                    return
-                k = _split_words(bits, m, work_dtype, buf.numpy()[:m].view(unsigned))
-                ready.put((a, buf, k))
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer
-            ready.put(e)
-
-    worker = threading.Thread(target=produce, name="opacus_gg-ziggurat-words", daemon=True)
-    worker.start()
-    try:
-        for a, m in spans:
-            item = ready.get()
-            if isinstance(item, BaseException):
-                raise item
-            _, buf, k = item
-            yield a, buf[:m], k
-            free.put(buf)
-    finally:
-        stop.set()
-        free.put(None)  # wakes the producer if it waits for a buffer
-        worker.join()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -106,56 +106,65 @@ def test_cpu_loops_run_on_one_thread_and_restore_the_setting(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_pipelined_cpu_path_is_bit_identical_to_the_serial_one(dtype):
-    """With ≥ 2 threads the random words are drawn by a producer thread, in the same order: same output."""
-    n = Z.CHUNK * 5 + 17
-    a = Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, pipelined=False)
-    b = Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, pipelined=True)
-    assert torch.equal(a, b)
+def test_cpu_output_does_not_depend_on_the_number_of_workers(dtype):
+    """Each block of STREAM_DRAWS has its own stream, so splitting the blocks over threads changes nothing."""
+    n = Z.STREAM_DRAWS * 2 + 17
+    a = Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, 1)
+    for workers in (2, 3, 8):
+        assert torch.equal(a, Z._sample_cpu(n, 1.5, 0.7, torch.Generator().manual_seed(3), dtype, workers))
 
 
-def test_sample_pipelines_only_with_two_threads_and_large_n(monkeypatch):
+def test_sample_splits_over_the_torch_thread_count(monkeypatch):
     before = torch.get_num_threads()
     seen = []
     orig = Z._sample_cpu
-    monkeypatch.setattr(Z, "_sample_cpu", lambda *a: seen.append((a[0], a[-1])) or orig(*a))
+    monkeypatch.setattr(Z, "_sample_cpu", lambda *a: seen.append(a[-1]) or orig(*a))
     try:
-        for threads, n in ((1, Z.PIPELINE_MIN), (2, Z.PIPELINE_MIN - 1), (2, Z.PIPELINE_MIN)):
+        for threads in (1, 2):
             torch.set_num_threads(threads)
-            D.sample(n, 3.0, 1.0)
+            D.sample(1000, 3.0, 1.0)
     finally:
         torch.set_num_threads(before)
-    top = [p for n, p in seen if n >= Z.PIPELINE_MIN - 1]  # (the wedge redraws are small calls)
-    assert top == [False, False, True]
+    assert seen[0] == 1 and 2 in seen[1:]
 
 
-def test_pipelined_producer_errors_reach_the_caller_and_early_stop_does_not_hang():
-    bits = Z.word_stream(torch.Generator().manual_seed(0))
-    chunks = Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.float32, bits, True)
-    next(chunks)
-    chunks.close()  # consumer stops early: the producer is released and joined
-    with pytest.raises(AttributeError):
-        list(Z._random_chunks(Z.CHUNK * 8, Z.CHUNK, torch.float32, "not a bit generator", True))
+def test_worker_errors_reach_the_caller(monkeypatch):
+    orig = Z.word_stream
+
+    def fail_on_block_1(seed, block):
+        if block == 1:
+            raise RuntimeError("block 1")
+        return orig(seed, block)
+
+    monkeypatch.setattr(Z, "word_stream", fail_on_block_1)
+    with pytest.raises(RuntimeError, match="block 1"):
+        Z._sample_cpu(Z.STREAM_DRAWS * 2, 1.5, 1.0, torch.Generator().manual_seed(0), torch.float32, 2)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_cpu_words_are_pcg64_seeded_by_four_words_of_the_generator(dtype):
+def test_cpu_words_are_pcg64_streams_seeded_by_four_words_of_the_generator(dtype, monkeypatch):
     """Independent re-derivation of the CPU path's words: the generator gives one 4-word int64 ``random_``
-    call, SeedSequence → PCG64, then idx = w & 511 and k = w >> 10 (32-bit words, float32) or w >> 12
-    (64-bit words, float64); the generator ends where that one call leaves it."""
+    call; block j of STREAM_DRAWS draws reads PCG64(SeedSequence(seed, spawn_key=(j,))); then idx = w & 511
+    and k = w >> 10 (32-bit words, float32) or w >> 12 (64-bit words, float64)."""
     g, ref = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
-    bits = Z.word_stream(g)
-    seed = torch.empty(4, dtype=torch.int64).random_(generator=ref)
-    assert torch.equal(g.get_state(), ref.get_state())
-    raw = np.random.PCG64(np.random.SeedSequence(seed.numpy())).random_raw(3000)
+    seed = Z._seed_words(g)
+    expected = torch.empty(4, dtype=torch.int64).random_(generator=ref)
+    assert np.array_equal(seed, expected.numpy()) and torch.equal(g.get_state(), ref.get_state())
     m = 5000 if dtype == torch.float32 else 3000
-    words = raw.view(np.uint32)[:m].astype(np.uint64) if dtype == torch.float32 else raw
     shift = 10 if dtype == torch.float32 else 12
-    ((a, idx, k),) = list(Z._random_chunks(m, m, dtype, bits, False))
-    assert a == 0
-    assert np.array_equal(idx.numpy().astype(np.uint64), words & 511)
-    assert np.array_equal(k.numpy().astype(np.uint64), words >> shift)
-    assert int(k.max()) < 2 ** Z._bits(dtype, False)[3] and int(k.min()) >= 0
+    for block in (0, 1):
+        raw = np.random.PCG64(np.random.SeedSequence(expected.numpy(), spawn_key=(block,))).random_raw(3000)
+        words = raw.view(np.uint32)[:m].astype(np.uint64) if dtype == torch.float32 else raw
+        idx = np.empty(m, dtype=np.uint32 if dtype == torch.float32 else np.uint64)
+        k = Z._split_words(Z.word_stream(seed, block), m, dtype, idx)
+        assert np.array_equal(idx.astype(np.uint64), words & 511)
+        assert np.array_equal(k.numpy().astype(np.uint64), words >> shift)
+        assert int(k.max()) < 2 ** Z._bits(dtype, False)[3] and int(k.min()) >= 0
+    blocks = []
+    orig = Z.word_stream
+    monkeypatch.setattr(Z, "word_stream", lambda s, j: blocks.append(j) or orig(s, j))
+    Z._sample_cpu(Z.STREAM_DRAWS * 2 + 1, 1.5, 1.0, torch.Generator().manual_seed(0), dtype, 2)
+    assert sorted(blocks[:3]) == [0, 1, 2]  # one stream per block (then the small redraws' own calls)
 
 
 def test_cpu_path_is_a_function_of_the_generator_state():
