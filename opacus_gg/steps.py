@@ -15,7 +15,7 @@ which is never below the number of steps Opacus's loaders run.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sized
+from typing import Callable, Optional, Sized
 
 from .validation import validate_positive, validate_sample_rate
 
@@ -25,20 +25,13 @@ __all__ = ["batches_per_epoch", "expected_batch_size", "steps_for_epochs"]
 _INTEGER_SLACK = 1e-9
 
 
-def _ceil_near_integer(x: float) -> int:
-    """⌈x⌉, except that x within ``_INTEGER_SLACK`` (relative) of an integer n gives n."""
+def _near_integer(x: float, rounding: Callable[[float], int]) -> int:
+    """``rounding(x)`` (``math.ceil`` or ``math.floor``), except that x within ``_INTEGER_SLACK`` (relative)
+    of an integer n gives n."""
     n = round(x)
     if abs(x - n) <= _INTEGER_SLACK * max(1.0, abs(x)):
         return int(n)
-    return int(math.ceil(x))
-
-
-def _floor_near_integer(x: float) -> int:
-    """⌊x⌋, except that x within ``_INTEGER_SLACK`` (relative) of an integer n gives n."""
-    n = round(x)
-    if abs(x - n) <= _INTEGER_SLACK * max(1.0, abs(x)):
-        return int(n)
-    return int(math.floor(x))
+    return int(rounding(x))
 
 
 def expected_batch_size(n_samples: int, n_batches: int) -> int:
@@ -47,7 +40,7 @@ def expected_batch_size(n_samples: int, n_batches: int) -> int:
     (inf parameters). Rounded to the integer when within 1e-9 of one, else floored (as Opacus)."""
     if n_batches < 1:
         raise ValueError(f"n_batches must be at least 1, got {n_batches}")
-    return _floor_near_integer(n_samples * (1.0 / n_batches))
+    return _near_integer(n_samples * (1.0 / n_batches), math.floor)
 
 
 def batches_per_epoch(*, sample_rate: Optional[float] = None, data_loader: Optional[Sized] = None) -> int:
@@ -59,7 +52,7 @@ def batches_per_epoch(*, sample_rate: Optional[float] = None, data_loader: Optio
         return int(n)
     if sample_rate is None:
         raise ValueError("batches_per_epoch needs sample_rate or data_loader")
-    return _ceil_near_integer(1.0 / validate_sample_rate(sample_rate))
+    return _near_integer(1.0 / validate_sample_rate(sample_rate), math.ceil)
 
 
 def steps_for_epochs(
@@ -67,4 +60,5 @@ def steps_for_epochs(
 ) -> int:
     r"""T = ⌈epochs · n_b⌉ steps (see the module docstring); never fewer than training runs."""
     epochs = validate_positive(epochs, "epochs")
-    return max(1, _ceil_near_integer(epochs * batches_per_epoch(sample_rate=sample_rate, data_loader=data_loader)))
+    n_b = batches_per_epoch(sample_rate=sample_rate, data_loader=data_loader)
+    return max(1, _near_integer(epochs * n_b, math.ceil))
