@@ -293,19 +293,17 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, worker
     starts = range(0, n, STREAM_DRAWS)
     rejected: list = [None] * len(starts)
     int_dtype = _bits(work_dtype, False)[0]
-    unsigned = np.uint32 if int_dtype == torch.int32 else np.uint64
 
     def blocks(lo: int, hi: int) -> None:  # blocks lo..hi-1, with this worker's own scratch
         c = min(n, CHUNK)
         idx_buf, w_buf, m_buf = torch.empty(c, dtype=int_dtype), torch.empty(c, dtype=work_dtype), np.empty(c, np.bool_)
-        idx_np = idx_buf.numpy().view(unsigned)
         for j in range(lo, hi):
             bits = word_stream(seed, j)
             found = []
             for a in range(starts[j], min(starts[j] + STREAM_DRAWS, n), c):
                 m = min(c, n - a)
                 x, idx, w = out[a : a + m], idx_buf[:m], w_buf[:m]
-                k = _split_words(bits, m, work_dtype, idx_np[:m])
+                k = _split_words(bits, work_dtype, idx)
                 x.copy_(k)
                 torch.index_select(thr_k, 0, idx, out=w)
                 mask = m_buf[:m]
@@ -343,20 +341,20 @@ def word_stream(seed: np.ndarray, block: int) -> np.random.PCG64:
     return np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,)))
 
 
-def _split_words(bits: np.random.PCG64, m: int, work_dtype, idx: np.ndarray) -> torch.Tensor:
-    """m draws' words from ``bits``: the (layer, sign) index w & (2N − 1) into ``idx`` (unsigned view of an
-    int buffer), and the returned lattice integer k = w >> shift (int tensor; 22 bits from a 32-bit word in
-    float32, two words per PCG64 output; 52 bits from a 64-bit word in float64)."""
-    shift = _bits(work_dtype, False)[1]
+def _split_words(bits: np.random.PCG64, work_dtype, idx: torch.Tensor) -> torch.Tensor:
+    """len(idx) draws' words from ``bits``: the (layer, sign) index w & (2N − 1) into ``idx`` (int32 in
+    float32, int64 in float64), and the returned lattice integer k = w >> shift (a tensor of idx's dtype;
+    22 bits from a 32-bit word in float32, two words per PCG64 output; 52 bits from a 64-bit word in
+    float64)."""
+    m = len(idx)
     if work_dtype == torch.float32:
         w = bits.random_raw((m + 1) // 2).view(np.uint32)[:m]
-        signed = np.int32
     else:
         w = bits.random_raw(m)
-        signed = np.int64
-    np.bitwise_and(w, 2 * LAYERS - 1, out=idx)
-    np.right_shift(w, shift, out=w)
-    return torch.from_numpy(w.view(signed))
+    ix = idx.numpy()
+    np.bitwise_and(w, 2 * LAYERS - 1, out=ix.view(w.dtype))
+    np.right_shift(w, _bits(work_dtype, False)[1], out=w)
+    return torch.from_numpy(w.view(ix.dtype))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -155,9 +155,9 @@ def test_cpu_words_are_pcg64_streams_seeded_by_four_words_of_the_generator(dtype
     for block in (0, 1):
         raw = np.random.PCG64(np.random.SeedSequence(expected.numpy(), spawn_key=(block,))).random_raw(3000)
         words = raw.view(np.uint32)[:m].astype(np.uint64) if dtype == torch.float32 else raw
-        idx = np.empty(m, dtype=np.uint32 if dtype == torch.float32 else np.uint64)
-        k = Z._split_words(Z.word_stream(seed, block), m, dtype, idx)
-        assert np.array_equal(idx.astype(np.uint64), words & 511)
+        idx = torch.empty(m, dtype=Z._bits(dtype, False)[0])
+        k = Z._split_words(Z.word_stream(seed, block), dtype, idx)
+        assert np.array_equal(idx.numpy().astype(np.uint64), words & 511)
         assert np.array_equal(k.numpy().astype(np.uint64), words >> shift)
         assert int(k.max()) < 2 ** Z._bits(dtype, False)[3] and int(k.min()) >= 0
     blocks = []
