@@ -16,9 +16,9 @@ host once: clipping and the GG sampler leave 0-dim device flags for their rare c
 rescaled path, a NaN/inf gradient, a sampler budget exceeded) instead of reading them, the clipped sum is
 stored optimistically, and :meth:`GGParamsMixin._settle` reads all flags of the step with one ``.item()``
 before ``summed_grad`` is used (in ``add_noise``; for a skipped step of a virtual batch, at the end of
-``clip_and_accumulate``). A set flag runs its handler: clipping restores ``summed_grad`` and redoes the step's contribution with the
-synchronising path (rescaled norms, or ``FloatingPointError`` with ``summed_grad`` as before the step);
-the sampler completes its unresolved draws exactly.
+``clip_and_accumulate``). A set flag runs its handler: clipping restores ``summed_grad`` and redoes the
+step's contribution with the synchronising path (rescaled norms, or ``FloatingPointError`` with
+``summed_grad`` as before the step); the sampler completes its unresolved draws exactly.
 """
 
 from __future__ import annotations
