@@ -86,6 +86,40 @@ def test_argparse_level_errors(argv: list, cli) -> None:
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
 
 
+EPSILON_ARGS = ["--beta", "2", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-5"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["epsilon", "--noise-multiplir", "1", *EPSILON_ARGS], "unrecognized argument --noise-multiplir (did you mean "
+                                                           "--noise-multiplier?)"),
+    (["epsilon", "--noise-multiplier", "1", *EPSILON_ARGS, "--jsn"], "opacus-gg epsilon: error: unrecognized "
+                                                                      "argument --jsn (did you mean --json?)"),
+    (["epsilon", "--noise-multiplier=1", *EPSILON_ARGS, "--zzz=3"], "unrecognized argument --zzz\n"),
+])
+def test_a_misspelt_flag_is_named_before_the_required_flag_it_seems_to_lack(argv: list, said: str, cli) -> None:
+    code, out, err = cli(argv)
+    _one_line_error(code, out, err, said)
+    assert "required" not in err
+
+
+def test_abbreviated_flags_are_not_called_misspelt(cli) -> None:
+    code, out, err = cli(["epsilon", "--noise", "1", "--beta", "2", "--sample-rate", "0.01", "--steps", "10"])
+    _one_line_error(code, out, err, "the following arguments are required: --delta")
+
+
+def test_integer_flags_say_the_value_must_be_an_integer(cli) -> None:
+    code, out, err = cli(["epsilon", "--noise-multiplier", "1", *EPSILON_ARGS[:4], "--steps", "1.5",
+                          "--delta", "1e-5"])
+    _one_line_error(code, out, err, "argument --steps: the value must be an integer ≥ 1, got '1.5'")
+
+
+def test_a_failed_train_leaves_no_empty_run_directory(tmp_path: Path, cli) -> None:
+    out = tmp_path / "runs" / "out"
+    _one_line_error(*cli(["train", "--config", "adult_fcn", "--data-root", str(tmp_path / "nodata"),
+                          "--output-dir", str(out)]), "adult.data")
+    assert not out.exists() and not (tmp_path / "runs").exists()
+
+
 def test_configs_load_by_name_from_any_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # examples/quickstart.py and old commands use "configs/<name>.yaml": outside the repository it is the
     # bundled config; a real file of that path still wins

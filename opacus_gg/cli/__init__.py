@@ -11,12 +11,13 @@ and exit code 2; library warnings are printed once each, as one line.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import math
 import sys
 import warnings
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 from opacus_gg.validation import (
     validate_beta,
@@ -73,7 +74,7 @@ def _checked(validator: Callable[..., Any], what: str) -> Callable[[str], Any]:
 
 
 #: argparse ``type=`` converters, one per range, each backed by :mod:`opacus_gg.validation`
-positive_int = _checked(lambda text, what: validate_positive_int(_int(text, what), what), "an integer")
+positive_int = _checked(lambda text, what: validate_positive_int(_int(text, what), what), "the value")
 positive_float = _checked(validate_positive, "the value")  # a finite number > 0
 beta_value = _checked(validate_beta, "β")  # the GG shape β: a finite number ≥ 1
 probability = _checked(validate_delta, "δ")  # δ ∈ (0, 1)
@@ -145,9 +146,36 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._arg_strings: List[str] = []
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace: Any = None) -> Any:
+        self._arg_strings = list(sys.argv[1:] if args is None else args)  # kept for error()
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_option(self) -> Optional[str]:
+        """``"<prog>: error: unrecognized argument --x (did you mean --y?)"`` for the first ``--option`` given that
+        this parser (or the subcommand's) does not know: a misspelt flag is named before the required flag it
+        then seems to lack."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for text in self._arg_strings:
+                    if text in action.choices:
+                        return action.choices[text]._unknown_option()
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        for text in self._arg_strings:
+            name = text.split("=", 1)[0]
+            if not name.startswith("--") or name == "--" or any(k.startswith(name) for k in known):
+                continue  # a value, or an option (or an abbreviation of one) that argparse accepts
+            close = difflib.get_close_matches(name, known, n=1)
+            return (f"{self.prog}: error: unrecognized argument {name}"
+                    + (f" (did you mean {close[0]}?)" if close else ""))
+        return None
 
     def error(self, message: str) -> None:  # one line, exit 2
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        unknown = None
+        if message.startswith(("the following arguments are required", "unrecognized arguments")):
+            unknown = self._unknown_option()
+        sys.stderr.write((unknown or f"{self.prog}: error: {message}") + "\n")
         raise SystemExit(2)
 
 

@@ -235,7 +235,6 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
             log(f"{out} already holds a run: writing to {free} (use --overwrite to replace it)")
             out = free
             cfg["output_dir"] = str(out)
-    out.mkdir(parents=True, exist_ok=True)
     progress = _progress(bool(cfg.get("quiet")))
     torch.manual_seed(int(cfg["seed"]))
 
