@@ -1,10 +1,12 @@
-"""The README's Python blocks run as pasted (each in a fresh interpreter), and its first command's pieces are
+"""The README's Python blocks run as pasted (each in a fresh interpreter), every output it quotes in a ``console``
+block is what the command prints now (so no quoted output can go stale), and its first command's pieces are
 real: the bundled config it names exists and the ``--dim`` it passes is the quickstart model's size."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+#: (command, quoted output) for each ``$ opacus-gg …`` line of a console block and the lines under it
+CONSOLE = [(m.group(1), m.group(2).rstrip("\n"))
+           for block in re.findall(r"```console\n(.*?)```", README, flags=re.S)
+           for m in re.finditer(r"^\$ (opacus-gg [^\n]*)\n((?:(?!\$ )[^\n]*\n)*)", block, flags=re.M)]
 
 
 def test_readme_has_python_blocks() -> None:
@@ -25,6 +31,18 @@ def test_python_block_runs_as_pasted(index: int, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", BLOCKS[index]], capture_output=True, text=True, timeout=600,
                        cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, f"README python block {index} failed:\n{BLOCKS[index]}\n{r.stderr[-3000:]}"
+
+
+def test_readme_quotes_outputs() -> None:
+    assert len(CONSOLE) >= 1
+
+
+@pytest.mark.parametrize("command, quoted", CONSOLE, ids=[c for c, _ in CONSOLE])
+def test_quoted_output_is_what_the_command_prints(command: str, quoted: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "opacus_gg", *shlex.split(command)[1:]], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip("\n") == quoted, f"README quotes for `{command}`:\n{quoted}\nit prints:\n{r.stdout}"
 
 
 def test_first_command_matches_the_quickstart() -> None:
