@@ -33,6 +33,8 @@ __all__ = [
     "clip_factors",
     "clip_factors_deferred",
     "total_sensitivity",
+    "stored_clip_bound",
+    "clipped_sum",
     "check_finite",
     "any_nonfinite",
 ]
@@ -306,6 +308,73 @@ def clip_factors_deferred(
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
     r"""Per-sample clip factor min(1, C / (‖g_i‖_p + 1e-6)) (Opacus's formula)."""
     return (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+
+
+def _multiply_dtype(grad_dtype: torch.dtype, dtype: torch.dtype) -> torch.dtype:
+    """The dtype :func:`clipped_sum` multiplies and sums in: float64 if the gradients or the stored sum are
+    float64, else float32 (16-bit gradients are upcast exactly; the factor is never rounded to 16 bits)."""
+    return torch.float64 if torch.float64 in (grad_dtype, dtype) else torch.float32
+
+
+def _matmul_input_rounding() -> float:
+    """Relative rounding a float32 matmul may apply to its inputs under torch's precision settings: 0 at
+    "highest"/IEEE, else 2^-8 (bfloat16 inputs, the coarsest that "medium"/"high", TF32 or oneDNN's bf16 use)."""
+    exact = (
+        torch.get_float32_matmul_precision() == "highest"
+        and not torch.backends.cuda.matmul.allow_tf32
+        and getattr(torch.backends.mkldnn.matmul, "fp32_precision", "ieee") in ("ieee", "none")
+        and getattr(torch.backends.cuda.matmul, "fp32_precision", "ieee") in ("ieee", "none")
+    )
+    return 0.0 if exact else 2.0**-8
+
+
+def stored_clip_bound(max_grad_norm: float, p: float, parts: Sequence[Tuple[torch.dtype, torch.dtype, int]]) -> float:
+    r"""C' ≤ C to clip to so that the clipped gradient as stored has ℓp norm ≤ C (docs/engine.md, Lemma S).
+
+    ``parts``: (gradient dtype G, stored dtype T, entries n_l) of each tensor clipped with the one factor.
+    :func:`clipped_sum` forms f·g in W = :func:`_multiply_dtype` (G, T) from the float64 factor rounded once
+    to W, then rounds to T, so each stored entry is ≤ (1 + u_T)((1 + u_W)²(1 + u_M)²·f|g| + η_W) + η_T
+    (u unit roundoffs, η half the smallest subnormal, u_M = :func:`_matmul_input_rounding` for float32
+    matmuls), and by Minkowski, with f ≤ (1 + 2⁻⁵³)·C'/(b + 10⁻⁶) and ‖g‖_p ≤ b:
+
+        C' = (C − max(2η_W + 2η_T)·n^{1/p}) · (1 − 2a − 2⁻⁵⁰),   a = max(u_T + 2u_W + 2u_M) + 2⁻⁵²,
+
+    n = Σ n_l (n^{1/p} = 1 at p = ∞; 2η is the smallest subnormal, itself a float). Then (1 + a + a²)(1 − 2a)
+    < 1 covers the relative roundings, and the factor ≈ 2 on the η term and 2⁻⁵⁰ the float64 roundings of
+    this formula. 0 if C is below the underflow term (nothing can be stored)."""
+    u_m = _matmul_input_rounding()
+    a, eta, n = 0.0, 0.0, 0
+    for g_dt, t_dt, numel in parts:
+        w_dt = _multiply_dtype(g_dt, t_dt)
+        ft, fw = torch.finfo(t_dt), torch.finfo(w_dt)
+        a = max(a, ft.eps / 2 + fw.eps + (2 * u_m if w_dt == torch.float32 else 0.0))
+        eta = max(eta, ft.tiny * ft.eps + fw.tiny * fw.eps)  # smallest subnormals: 2η each (η_64 is not a float64)
+        n += numel
+    root = 1.0 if math.isinf(p) else float(n) ** (1.0 / p)
+    a += 2.0**-52
+    return max(0.0, (float(max_grad_norm) - eta * root) * (1.0 - 2.0 * a - 2.0**-50))
+
+
+#: columns per chunk of :func:`clipped_sum`'s upcast of 16-bit gradients: B × chunk entries ≈ 2^20
+_SUM_CHUNK_ELEMS = 1 << 20
+
+
+def clipped_sum(factors: torch.Tensor, g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    r"""Σ_i f_i g_i as a new tensor of ``dtype`` (shape g.shape[1:]), formed in W = :func:`_multiply_dtype`:
+    f (float64) rounded once to W (values below 2·tiny_W flushed to 0, which only shrinks), g upcast exactly;
+    16-bit g is upcast chunk by chunk (no full-size float32 copy). A batch of one stores fl_T(fl_W(f·g)):
+    with f from :func:`stored_clip_bound`'s C' its ℓp norm is ≤ C."""
+    w_dt = _multiply_dtype(g.dtype, dtype)
+    f = factors.to(torch.float64)
+    f = torch.where(f < 2.0 * torch.finfo(w_dt).tiny, torch.zeros_like(f), f).to(device=g.device, dtype=w_dt)
+    if g.dtype == w_dt:
+        return torch.einsum("i,i...", f, g).to(dtype)
+    flat = g.reshape(len(g), -1)
+    out = torch.empty(flat.shape[1], dtype=w_dt, device=g.device)
+    step = max(1, _SUM_CHUNK_ELEMS // max(1, len(g)))
+    for a in range(0, flat.shape[1], step):
+        torch.mv(flat[:, a : a + step].to(w_dt).T, f, out=out[a : a + step])
+    return out.view(g.shape[1:]).to(dtype)
 
 
 def total_sensitivity(max_grad_norms: Union[float, Sequence[float]], p: float) -> float:

@@ -35,8 +35,10 @@ from ..clipping import (
     check_finite,
     clip_factors,
     clip_factors_deferred,
+    clipped_sum,
     per_layer_norms,
     per_sample_norms,
+    stored_clip_bound,
     total_sensitivity,
 )
 from ..validation import (
@@ -146,8 +148,17 @@ class GGClipMixin(GGParamsMixin):
         if not self._in_step or self._check_skip_next_step(pop_next=False):
             self._settle()  # called alone, or the step will be skipped (no add_noise): this step's one sync
 
-    def _opacus_l2(self) -> bool:
-        return self.beta == 2.0 and self.clip_norm_p == 2.0  # Opacus's own formula: bit-identical at β = p = 2
+    def _opacus_l2(self, grads: List[torch.Tensor]) -> bool:
+        """Opacus's own formula (bit-identical to Opacus) at β = p = 2 with float32/float64 gradients and
+        parameters; 16-bit ones take the certified norms and :meth:`_stored_bounds` (Lemma S of docs/engine.md:
+        Opacus's 16-bit norm and 16-bit multiply can store a clipped gradient above C)."""
+        wide = (torch.float32, torch.float64)
+        return (
+            self.beta == 2.0
+            and self.clip_norm_p == 2.0
+            and all(g.dtype in wide for g in grads)
+            and all(p.dtype in wide for p in self.params)
+        )
 
     def _opacus_l2_norms(self, grads: List[torch.Tensor]) -> List[torch.Tensor]:
         """Opacus's ℓ2 norms: per tensor (per-layer), or one flat norm (a one-element list)."""
@@ -159,19 +170,27 @@ class GGClipMixin(GGParamsMixin):
     def _bounds(self) -> List[float]:
         return list(self.max_grad_norms) if hasattr(self, "max_grad_norms") else [self.max_grad_norm]
 
+    def _stored_bounds(self, grads: List[torch.Tensor]) -> List[float]:
+        """The bounds C'_l ≤ C_l the certified path clips to, so that the stored clipped gradient has ℓp norm
+        ≤ C_l in the parameters' dtype (:func:`~opacus_gg.clipping.stored_clip_bound`)."""
+        parts = [(g.dtype, p.dtype, g[0].numel()) for g, p in zip(grads, self.params)]
+        groups = [[x] for x in parts] if hasattr(self, "max_grad_norms") else [parts]
+        return [stored_clip_bound(c, self.clip_norm_p, ps) for c, ps in zip(self._bounds(), groups)]
+
     def _factors(self, grads: List[torch.Tensor]) -> List[torch.Tensor]:
         """Clip factors per tensor, synchronising (fast-path checks, ``check_finite``; raises on NaN/inf)."""
         if len(grads[0]) == 0:
             return [torch.zeros((0,), device=grads[0].device)] * len(grads)
         per_layer = hasattr(self, "max_grad_norms")
-        if self._opacus_l2():
+        opacus = self._opacus_l2(grads)
+        if opacus:
             norms = self._opacus_l2_norms(grads)
         elif per_layer:
             norms = per_layer_norms(grads, self.clip_norm_p)
         else:
             norms = [per_sample_norms(grads, self.clip_norm_p)]
         factors = []
-        for n, c in zip(norms, self._bounds()):
+        for n, c in zip(norms, self._bounds() if opacus else self._stored_bounds(grads)):
             check_finite(n)
             factors.append(clip_factors(n, c))
         return factors if per_layer else factors * len(grads)
@@ -182,12 +201,13 @@ class GGClipMixin(GGParamsMixin):
         if len(grads[0]) == 0:
             return [torch.zeros((0,), device=dev)] * len(grads), torch.zeros((), dtype=torch.bool, device=dev)
         per_layer = hasattr(self, "max_grad_norms")
-        if self._opacus_l2():
+        if self._opacus_l2(grads):
             norms = self._opacus_l2_norms(grads)
             pairs = [(clip_factors(n, c), any_nonfinite(n)) for n, c in zip(norms, self._bounds())]
         else:
             parts = [[g] for g in grads] if per_layer else [grads]
-            pairs = [clip_factors_deferred(gs, self.clip_norm_p, c) for gs, c in zip(parts, self._bounds())]
+            bounds = self._stored_bounds(grads)
+            pairs = [clip_factors_deferred(gs, self.clip_norm_p, c) for gs, c in zip(parts, bounds)]
         redo = torch.stack([r.to(dev) for _, r in pairs]).any()
         factors = [f for f, _ in pairs]
         return (factors if per_layer else factors * len(grads)), redo
@@ -195,9 +215,13 @@ class GGClipMixin(GGParamsMixin):
     def _accumulate(self, grads: List[torch.Tensor], factors: List[torch.Tensor], in_place: bool) -> None:
         """summed_grad += Σ_i f_i g_i per parameter (a new tensor unless ``in_place``: the deferred check
         may restore the previous one)."""
+        opacus = self._opacus_l2(grads)
         for p, g, f in zip(self.params, grads, factors):
-            g = g.to(p.dtype)
-            grad = torch.einsum("i,i...", f.to(g.device).to(p.dtype), g)
+            if opacus:  # Opacus's own product (bit-identical)
+                g = g.to(p.dtype)
+                grad = torch.einsum("i,i...", f.to(g.device).to(p.dtype), g)
+            else:  # the certified path: formed in float32/64, so that the stored gradient is ≤ C (Lemma S)
+                grad = clipped_sum(f, g, p.dtype)
             if p.summed_grad is None:
                 p.summed_grad = grad
             elif in_place:

@@ -1,0 +1,106 @@
+"""The clipped per-sample gradient as stored (in the parameters' dtype) has ℓp norm ≤ C on every path: 16-bit
+models, autocast, flat and per-layer clipping, Linear factors and full reads, CPU and accelerator branches
+(docs/engine.md, Lemma S). Norms are exact: mpmath sums of the stored entries."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import mpmath
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from opacus_gg import GGPrivacyEngine, _device, rank1
+from opacus_gg.clipping import stored_clip_bound
+
+mpmath.mp.dps = 40
+
+
+def _exact_norm(tensors, p) -> mpmath.mpf:
+    """‖x‖_p of the stored entries (exact in float64, then |x|^p summed at 40 digits)."""
+    vals = [float(v) for t in tensors for v in t.detach().double().flatten().tolist()]
+    return mpmath.fsum(abs(mpmath.mpf(v)) ** p for v in vals) ** (1 / mpmath.mpf(p))
+
+
+def _model(dtype):
+    # a convolution (read in full) and two Linear layers on 2-D inputs (norms from their factors)
+    return nn.Sequential(
+        nn.Conv1d(2, 3, 3), nn.Flatten(), nn.Linear(3 * 6, 12), nn.Tanh(), nn.Linear(12, 3)
+    ).to(dtype)
+
+
+def _stored_per_sample(dtype, p, mode, trials, seed):
+    """(stored clipped gradient per trial (list of tensors), its bound(s), exact unclipped norm ratio)."""
+    torch.manual_seed(seed)
+    model_dtype = torch.float32 if mode == "autocast" else dtype
+    model = _model(model_dtype)
+    per_layer = mode == "per_layer"
+    n_tensors = len(list(model.parameters()))
+    gen = torch.Generator().manual_seed(seed)
+    cs = [float(torch.empty(()).uniform_(0.05, 2.0, generator=gen)) for _ in range(n_tensors if per_layer else 1)]
+    dl = DataLoader(TensorDataset(torch.randn(4, 2, 8), torch.zeros(4, dtype=torch.long)), batch_size=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, _ = GGPrivacyEngine().make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=dl,
+            noise_multiplier=0.0, max_grad_norm=cs if per_layer else cs[0], beta=p, clip_norm_p=p,
+            clipping="per_layer" if per_layer else "flat", poisson_sampling=False,
+        )
+    out = []
+    for _ in range(trials):
+        x = torch.randn(1, 2, 8, generator=gen).to(model_dtype)
+        scale = float(torch.empty(()).uniform_(-1.0, 3.0, generator=gen).exp()) * 10  # mostly clipped
+        opt.zero_grad(set_to_none=True)
+        if mode == "autocast":
+            with torch.autocast("cpu", dtype=dtype):
+                loss = model(x).float().square().sum() * scale
+        else:
+            loss = model(x).float().square().sum() * scale
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the input needs no gradient
+            loss.backward()
+        with _device.accelerator_path(mode == "accelerator"), rank1.use_factors(mode != "full"):
+            opt.clip_and_accumulate()
+        out.append([prm.summed_grad.clone() for prm in opt.params])
+        assert all(s.dtype == prm.dtype for s, prm in zip(out[-1], opt.params))
+    return out, cs
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0])
+@pytest.mark.parametrize("mode", ["factors", "full", "per_layer", "accelerator", "autocast"])
+def test_stored_clipped_gradient_is_within_C_in_its_dtype(dtype, p, mode):
+    """β = p (so p = 2 also covers the β = 2 path): per trial, one sample's clipped gradient as stored in the
+    parameters' dtype; its exact ℓp norm (per layer with C_l for per-layer clipping) is ≤ C. Most samples are
+    clipped, and the largest stored norm is within 1.5 % of C (the bound is not vacuous)."""
+    stored, cs = _stored_per_sample(dtype, p, mode, trials=12, seed=int(p * 10) + len(mode))
+    worst = 0.0
+    for parts in stored:
+        groups = [[t] for t in parts] if mode == "per_layer" else [parts]
+        for g, c in zip(groups, cs):
+            n = _exact_norm(g, p)
+            assert n <= c, (float(n / c) - 1, mode, dtype, p)
+            worst = max(worst, float(n / c))
+    assert worst > 0.985, worst
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_stored_clip_bound_covers_the_roundings_of_the_store(dtype):
+    """C' of Lemma S: below C by the dtype's rounding of the multiply and the cast (≈ 2u_T + 4u_W relative,
+    more under reduced float32 matmul precision), by the underflow term, and 0 when C is below it."""
+    u = torch.finfo(dtype).eps / 2
+    c = stored_clip_bound(1.0, 2.0, [(dtype, dtype, 1000)])
+    u_w = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps / 2
+    assert 1.0 - 2.5 * (u + 2 * u_w) - 1e-14 < c < 1.0 - 2 * (u + 2 * u_w)
+    tiny = torch.finfo(dtype).tiny * torch.finfo(dtype).eps  # the smallest subnormal: below the underflow term
+    assert stored_clip_bound(tiny, 1.0, [(dtype, dtype, 10**9)]) == 0.0
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        if dtype != torch.float64:  # float32 matmul inputs may be rounded to TF32/bfloat16
+            assert stored_clip_bound(1.0, 2.0, [(dtype, dtype, 1000)]) < c - 2**-8
+    finally:
+        torch.set_float32_matmul_precision(before)
