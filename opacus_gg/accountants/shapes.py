@@ -11,6 +11,8 @@ Exact reductions (no search needed):
   is m for p ≤ 2 (one-hot) and m·d^{1/2−1/p} for p > 2 (all coordinates): one exact 1-D pair.
 * p = ∞: every coordinate may move by m; the all-coordinates shape k = d dominates every other
   (it is a product containing each of them).
+* β = p = 1: Lap_b ⊗ Lap_c ≼ Lap_{b+c}, so every shift with ‖μ‖₁ ≤ m is dominated by one coordinate
+  shifted by m (docs/accounting.md, "β = p = 1: the ℓ1 ball reduces to one coordinate").
 Otherwise the PRV accountant covers every equal spread k = 1 … d by interval bounds (:mod:`.spreads`,
 which starts from the spreads of :func:`shape_ks`), and the companions evaluate the spreads of
 :func:`shape_ks` only; neither covers unequal shifts, which the proven bound of :mod:`.ball_rdp` does.
@@ -25,10 +27,10 @@ __all__ = ["shape_ks", "per_coordinate_shift", "candidate_shapes", "is_certified
 
 
 def shape_ks(beta: float, dim: int, clip_norm_p: float) -> List[int]:
-    r"""The spreads k evaluated: [1] (β = 2, p ≤ 2, or d = 1), [d] (β = 2 with p > 2, or p = ∞),
-    else {1, 2, 4, …} ∪ {d}."""
+    r"""The spreads k evaluated: [1] (β = 2, p ≤ 2, or d = 1, or β = p = 1), [d] (β = 2 with p > 2, or
+    p = ∞), else {1, 2, 4, …} ∪ {d}."""
     p = clip_norm_p
-    if dim == 1:
+    if dim == 1 or _laplace_l1(beta, p):
         return [1]
     if beta == 2.0:
         return [1] if p <= 2.0 else [dim]
@@ -64,9 +66,15 @@ def candidate_shapes(noise_multiplier: float, beta: float, dim: int, clip_norm_p
     return out
 
 
+def _laplace_l1(beta: float, clip_norm_p: float) -> bool:
+    """β = p = 1: the one-coordinate shift by m dominates the whole ℓ1 ball (Lemma L4 of docs/accounting.md)."""
+    return beta == 1.0 and clip_norm_p == 1.0
+
+
 def is_certified(beta: float, dim: int, clip_norm_p: float) -> bool:
     """Whether the equal-spread PRV envelope is itself the worst case over EVERY shift (so its ε is proven):
-    β = 2 (rotation invariance), d = 1, or p = ∞ (the all-coordinates shape dominates every vertex). Otherwise
-    the accountant publishes the proven Rényi bound over the ℓp ball (:mod:`.ball_rdp`) and the equal-spread
-    PRV ε beside it, labelled "over equal spreads"."""
-    return beta == 2.0 or dim == 1 or math.isinf(clip_norm_p)
+    β = 2 (rotation invariance), d = 1, p = ∞ (the all-coordinates shape dominates every vertex), or β = p = 1
+    (one coordinate shifted by m dominates every shift in the ℓ1 ball). Otherwise the accountant publishes the
+    proven Rényi bound over the ℓp ball (:mod:`.ball_rdp`) and the equal-spread PRV ε beside it, labelled
+    "over equal spreads"."""
+    return beta == 2.0 or dim == 1 or math.isinf(clip_norm_p) or _laplace_l1(beta, clip_norm_p)

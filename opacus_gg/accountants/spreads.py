@@ -40,7 +40,7 @@ from ..validation import (
 )
 from .discrete import DiscretePair, compose_aligned, split_to_grid
 from .gg_pair import GGPair
-from .shapes import candidate_shapes
+from .shapes import candidate_shapes, is_certified
 
 __all__ = ["SpreadCover", "spread_cover", "spread_pairs", "spread_shift", "interval_bound_pair", "exact_spread_pair",
            "TAU", "ETA", "MAX_PAIRS", "LOG_ALPHA_GRID"]
@@ -158,13 +158,14 @@ def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: fl
                  eta: float = ETA, max_pairs: int = MAX_PAIRS, n: int = GRID_POINTS) -> SpreadCover:
     r"""Certified cover of every equal spread k = 1 … d by interval bound pairs (module docstring).
 
-    Exact reductions (no intervals needed) are kept from :func:`shapes.candidate_shapes`: β = 2 (one
-    1-D Gaussian pair dominating every direction) and p = ∞ (k = d contains every other spread); their
-    label is (1, d): the pair covers every k.
+    Exact reductions (no intervals needed, :func:`shapes.is_certified`) are kept from
+    :func:`shapes.candidate_shapes`: β = 2 (one 1-D Gaussian pair dominating every direction), p = ∞ (k = d
+    contains every other spread) and β = p = 1 (k = 1 dominates the ℓ1 ball); their label is (1, d): the pair
+    covers every k.
     """
     _validate(noise_multiplier, beta, dim, clip_norm_p, tau, eta, max_pairs)
     dim = int(dim)
-    if beta == 2.0 or math.isinf(clip_norm_p) or dim == 1:
+    if is_certified(beta, dim, clip_norm_p):
         shapes = candidate_shapes(noise_multiplier, beta, dim, clip_norm_p)
         (k, a, exact), = shapes  # one shape in every exact reduction
         pair = GGPair(a, beta) if exact else _Chain(a, beta, n).power(k)
