@@ -1,7 +1,8 @@
 r"""Public functions: ε (certified or paper mode) and δ(ε); the σ solver is in :mod:`.solver`.
 
-A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``
-(3-tuples ``(σ, q, steps)`` mean β = 2, d = 1, p = β, as Opacus writes them). The certified ε is
+A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p[,
+count_noise_multiplier])`` (the last: adaptive clipping's noisy count, :mod:`.history`; 3-tuples
+``(σ, q, steps)`` mean β = 2, d = 1, p = β, as Opacus writes them). The certified ε is
 
     ε = max_{direction ∈ {remove, add}} ε_upper(direction),
 
@@ -74,6 +75,9 @@ def compute_epsilon_history(
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     segs = normalize_history(history)
     if mode == "paper":
+        if any(s.count_noise_multiplier is not None for s in segs):
+            raise ValueError("mode='paper' does not model the noisy count of adaptive clipping "
+                             "(count_noise_multiplier); use mode='certified'")
         from .paper import paper_epsilon_report  # lazy: paper mode draws Monte Carlo samples with torch
 
         hist = [(s.noise_multiplier, s.sample_rate, s.steps, s.beta, s.dim, s.clip_norm_p) for s in segs]
@@ -171,14 +175,16 @@ def compute_epsilon(
     beta: float = 2.0,
     dim: int = 1,
     clip_norm_p: Optional[float] = None,
+    count_noise_multiplier: Optional[float] = None,
     mode: str = "certified",
     eps_error: float = 0.01,
     delta_error: Optional[float] = None,
     **paper_kwargs,
 ) -> EpsilonReport:
-    """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history`."""
+    """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history` (``count_noise_multiplier``:
+    each step also releases a noisy count, adaptive clipping's; :mod:`.history`)."""
     return compute_epsilon_history(
-        [(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)],
+        [(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier)],
         delta,
         mode=mode,
         eps_error=eps_error,
@@ -196,6 +202,7 @@ def compute_delta(
     beta: float = 2.0,
     dim: int = 1,
     clip_norm_p: Optional[float] = None,
+    count_noise_multiplier: Optional[float] = None,
     eps_error: float = 0.01,
 ) -> float:
     r"""Proven upper bound on δ(ε): max over add/remove of the dominating composed δ (+ tail slack) where the
@@ -206,7 +213,7 @@ def compute_delta(
     T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
     """
     epsilon = validate_nonnegative(epsilon, "epsilon")
-    segs = normalize_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)])
+    segs = normalize_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier)])
     if segs[0].noiseless:
         q, t = segs[0].sample_rate, segs[0].steps
         return 1.0 if q == 1.0 else float(-math.expm1(t * math.log1p(-q)))

@@ -32,6 +32,7 @@ from scipy import integrate, special
 from . import renyi
 from .renyi import DEFAULT_ORDERS, log_moment
 from ..validation import validate_delta
+from .count_query import count_log_moments
 from .history import Segment, normalize_history
 from .report import EpsilonReport
 
@@ -356,13 +357,17 @@ def subsampled_rdp_upper(orders: Sequence[int], sample_rate: float, logm: np.nda
 
 @lru_cache(maxsize=256)
 def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int, clip_norm_p: float,
-             orders: Tuple[int, ...]) -> Dict[str, np.ndarray]:
-    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders).
+             orders: Tuple[int, ...], count_noise_multiplier: Optional[float] = None) -> Dict[str, np.ndarray]:
+    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders, σ_c).
 
     = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
     arrays are read-only (shared by every history with this step: growing histories and noise schedules).
+    A noisy count released from the same batch (σ_c not None) is one more independent coordinate (Lemma 1):
+    its Gaussian log-moment j(j−1)/(2σ_c²) is added to the ball's before subsampling (Lemma 8).
     """
     logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
+    if count_noise_multiplier is not None:
+        logm = logm + count_log_moments(max(orders), count_noise_multiplier)
     one = subsampled_rdp_upper(orders, sample_rate, logm)
     for v in one.values():
         v.setflags(write=False)
@@ -389,7 +394,8 @@ def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[
         return {k: np.full(len(orders), np.inf) for k in ("remove", "add")}
     total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
     for s in segs:
-        one = step_rdp(s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p, tuple(int(o) for o in orders))
+        one = step_rdp(s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p, tuple(int(o) for o in orders),
+                       s.count_noise_multiplier)
         for k in total:
             total[k] = total[k] + s.steps * one[k]
     return {k: np.where(np.isfinite(v), v, np.inf) for k, v in total.items()}

@@ -47,8 +47,7 @@ def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePR
             dl, rr, ks, scores = one_step_delta(seg, domain.ts, direction)
             pmf, rho = ctd_pmf(domain.ts, dl, rr)
         else:
-            key = (seg.noise_multiplier, seg.sample_rate, 1, seg.beta, seg.dim, seg.clip_norm_p)
-            pmf, rho, (ks, scores) = step_dprv(key, direction, domain.t_min, domain.t_max, domain.size)
+            pmf, rho, (ks, scores) = step_dprv(seg.step_key, direction, domain.t_min, domain.t_max, domain.size)
         rho_tot += seg.steps * rho
         for k, sc in zip(ks, scores):
             shape_scores[k] = shape_scores.get(k, 0.0) + seg.steps * sc

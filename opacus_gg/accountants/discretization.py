@@ -71,11 +71,6 @@ def mesh_for(eps_error: float, total_steps: int, delta_error: float) -> float:
 _LAMBDAS = np.concatenate([np.geomspace(1e-3, 1.0, 25), np.geomspace(1.0, 2000.0, 40)[1:]])
 
 
-def _step_key(seg: Segment) -> Tuple:
-    """Hashable key of one step of ``seg`` (its steps set to 1)."""
-    return (seg.noise_multiplier, seg.sample_rate, 1, seg.beta, seg.dim, seg.clip_norm_p)
-
-
 def _log_mgf(seg, direction: str, L0: float) -> Tuple[np.ndarray, float]:
     r"""(K(λ) = log Σ_j ω_j e^{λ t_j} at each λ of _LAMBDAS, ρ) of one step's dominating discretization on
     40001 points of [−L0, L0] (ρ: its mass at +∞)."""
@@ -116,7 +111,7 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
         rho_tot = 0.0
         for seg in segs:
             if isinstance(seg, Segment):  # one step's (K(λ), ρ) is cached: growing histories reuse it
-                k_s, rho = _step_log_mgf(_step_key(seg), direction, L0)
+                k_s, rho = _step_log_mgf(seg.step_key, direction, L0)
             else:
                 k_s, rho = _log_mgf(seg, direction, L0)
             rho_tot += seg.steps * rho

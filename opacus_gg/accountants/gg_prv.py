@@ -1,7 +1,8 @@
 r"""``GGPRVAccountant``: Opacus accountant for Poisson-subsampled GG noise, registered as ``"gg_prv"``.
 
-History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``; equal consecutive
-steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
+History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)``, with
+``count_noise_multiplier`` appended for steps that also release adaptive clipping's noisy count
+(:mod:`.history`); equal consecutive steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
 :func:`opacus_gg.accountants.compute_epsilon_history` (computed alone, :func:`.api.proven_epsilon_history`) (max over add/remove adjacency and over every shift
 in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` also carries the
 equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven).
@@ -40,11 +41,13 @@ class GGPRVAccountant(IAccountant):
         return (self.beta, self.dim, self.clip_norm_p)
 
     def step(self, *, noise_multiplier: float, sample_rate: float, beta: Optional[float] = None,
-             dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
+             dim: Optional[int] = None, clip_norm_p: Optional[float] = None,
+             count_noise_multiplier: Optional[float] = None) -> None:
         """Record one step (validated; σ = 0 is recorded and gives ε = ∞); merges with the last entry when
-        all parameters agree."""
-        append_step(self.history, parse_segment((noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p),
-                                                self._defaults()))
+        all parameters agree. ``count_noise_multiplier``: the step also released a noisy count (adaptive
+        clipping), accounted as one more Gaussian coordinate of the step's pair."""
+        entry = (noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p, count_noise_multiplier)
+        append_step(self.history, parse_segment(entry, self._defaults()))
 
     def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                            mode: str = "certified", **kwargs) -> EpsilonReport:
@@ -76,7 +79,8 @@ class GGPRVAccountant(IAccountant):
         return len(self.history)
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable:
-        """Hook reading σ, β, p, d from the optimizer; q = sample_rate × accumulated_iterations."""
+        """Hook reading σ, β, p, d (and adaptive clipping's ``count_noise_multiplier``) from the optimizer;
+        q = sample_rate × accumulated_iterations."""
 
         def hook_fn(optim) -> None:
             self.step(
@@ -85,6 +89,7 @@ class GGPRVAccountant(IAccountant):
                 beta=getattr(optim, "beta", 2.0),
                 dim=getattr(optim, "dim", 1),
                 clip_norm_p=getattr(optim, "clip_norm_p", None),
+                count_noise_multiplier=getattr(optim, "count_noise_multiplier", None),
             )
 
         return hook_fn

@@ -1,9 +1,15 @@
 r"""The one history type: segments of identical steps, parsed, validated and merged in one place.
 
-A history is a list of entries ``(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p])``;
-3-tuples ``(σ, q, steps)`` (as Opacus's ``get_noise_multiplier`` writes them) take the defaults
-(β, d, p) of the caller (β = 2, d = 1, p = β unless given). Consecutive entries with the same
-(σ, q, β, d, p) are one segment of ``steps`` identical steps.
+A history is a list of entries ``(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p[,
+count_noise_multiplier]])``; 3-tuples ``(σ, q, steps)`` (as Opacus's ``get_noise_multiplier`` writes them)
+take the defaults (β, d, p) of the caller (β = 2, d = 1, p = β unless given). Consecutive entries with the
+same (σ, q, β, d, p, σ_c) are one segment of ``steps`` identical steps.
+
+``count_noise_multiplier`` σ_c (optional, None: no count): the step also releases a count of sensitivity Δ
+with Gaussian noise of std σ_c·Δ from the same Poisson batch (adaptive clipping's noisy unclipped count,
+:mod:`opacus_gg.optimizers.adaptive`). In noise units that is one more coordinate, a Gaussian pair with
+shift 1/σ_c, in product with the GG pair of the shift (docs/accounting.md, "Adaptive clipping: the count
+query inside the accountant"). Entries without it (6-tuples, older checkpoints) have no count.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_noise_multiplier,
+    validate_positive,
     validate_positive_int,
     validate_sample_rate,
 )
@@ -35,6 +42,13 @@ class Segment:
     beta: float
     dim: int
     clip_norm_p: float
+    count_noise_multiplier: Optional[float] = None
+
+    @property
+    def count_shift(self) -> Optional[float]:
+        """Shift 1/σ_c of the count coordinate in its noise units (None: no count query)."""
+        c = self.count_noise_multiplier
+        return None if c is None else 1.0 / c
 
     @property
     def noiseless(self) -> bool:
@@ -46,13 +60,25 @@ class Segment:
         """What defines the non-subsampled pair: (σ, β, d, p)."""
         return (self.noise_multiplier, self.beta, self.dim, self.clip_norm_p)
 
-    def as_tuple(self) -> Tuple[float, float, int, float, int, float]:
-        """The history entry (σ, q, steps, β, d, p)."""
-        return (self.noise_multiplier, self.sample_rate, self.steps, self.beta, self.dim, self.clip_norm_p)
+    def as_tuple(self) -> Tuple:
+        """The history entry (σ, q, steps, β, d, p), with σ_c appended when there is a count query."""
+        base = (self.noise_multiplier, self.sample_rate, self.steps, self.beta, self.dim, self.clip_norm_p)
+        return base if self.count_noise_multiplier is None else base + (self.count_noise_multiplier,)
+
+    @property
+    def step_key(self) -> Tuple:
+        """Hashable key of one step (the entry with steps = 1); ``Segment(*step_key)`` rebuilds it."""
+        return (self.noise_multiplier, self.sample_rate, 1, self.beta, self.dim, self.clip_norm_p,
+                self.count_noise_multiplier)
 
     def same_step(self, other: "Segment") -> bool:
-        """Whether one step of ``self`` and of ``other`` are the same mechanism (σ, q, β, d, p)."""
-        return self.mechanism_key == other.mechanism_key and self.sample_rate == other.sample_rate
+        """Whether one step of ``self`` and of ``other`` are the same mechanism (σ, q, β, d, p, σ_c)."""
+        return (self.mechanism_key == other.mechanism_key and self.sample_rate == other.sample_rate
+                and self.count_noise_multiplier == other.count_noise_multiplier)
+
+    def with_steps(self, steps: int) -> "Segment":
+        """The same step, ``steps`` times."""
+        return Segment(*self.step_key[:2], steps, *self.step_key[3:])
 
 
 @dataclass(frozen=True)
@@ -65,21 +91,23 @@ class PairSegment:
 
 
 def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] = DEFAULTS) -> Segment:
-    """Validate one history entry (σ, q, steps[, β, d, p]) into a :class:`Segment` (None fields take ``defaults``)."""
-    if len(entry) not in (3, 4, 5, 6):
+    """Validate one history entry (σ, q, steps[, β, d, p[, σ_c]]) into a :class:`Segment` (None fields take
+    ``defaults``; σ_c None: no count query)."""
+    if len(entry) not in (3, 4, 5, 6, 7):
         raise ValueError(
-            "history entries must be (noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p]), "
-            f"got {entry!r}"
+            "history entries must be (noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p"
+            f"[, count_noise_multiplier]]), got {entry!r}"
         )
-    entry = list(entry) + [None] * (6 - len(entry))
-    sigma, q, steps, beta, dim, p = entry
+    entry = list(entry) + [None] * (7 - len(entry))
+    sigma, q, steps, beta, dim, p, count = entry
     beta = validate_beta(defaults[0] if beta is None else beta)
     dim = validate_positive_int(defaults[1] if dim is None else dim, "dim")
     p = validate_clip_norm_p(defaults[2] if p is None else p, beta)
     sigma = validate_noise_multiplier(sigma)  # σ = 0 (no noise) is a valid step, with ε = ∞
     q = validate_sample_rate(q)
     steps = validate_positive_int(steps, "steps")
-    return Segment(float(sigma), float(q), steps, float(beta), dim, float(p))
+    count = None if count is None else validate_positive(count, "count_noise_multiplier")
+    return Segment(float(sigma), float(q), steps, float(beta), dim, float(p), count)
 
 
 def normalize_history(history: Sequence[Sequence],
@@ -89,8 +117,7 @@ def normalize_history(history: Sequence[Sequence],
     for entry in history:
         s = parse_segment(entry, defaults)
         if segs and segs[-1].same_step(s):
-            last = segs.pop()
-            s = Segment(s.noise_multiplier, s.sample_rate, last.steps + s.steps, s.beta, s.dim, s.clip_norm_p)
+            s = s.with_steps(segs.pop().steps + s.steps)
         segs.append(s)
     return segs
 
@@ -99,7 +126,7 @@ def append_step(history: list, seg: Segment) -> None:
     """Append ``seg`` to a list of history tuples, merging it into the last entry when it is the same step."""
     if history:
         last = tuple(history[-1])
-        if len(last) == 6 and Segment(last[0], last[1], last[2], last[3], last[4], last[5]).same_step(seg):
-            history[-1] = (last[0], last[1], last[2] + seg.steps, last[3], last[4], last[5])
+        if len(last) in (6, 7) and Segment(*last).same_step(seg):
+            history[-1] = seg.with_steps(last[2] + seg.steps).as_tuple()
             return
     history.append(seg.as_tuple())

@@ -17,6 +17,7 @@ from typing import List, Tuple
 
 import numpy as np
 
+from .count_query import count_pairs
 from .spreads import spread_pairs
 from .history import Segment
 
@@ -29,8 +30,13 @@ CHORD_EXACT_RATIO = 1000.0
 
 
 def pairs_of(seg) -> Tuple:
-    """((label, pair), ...) whose envelope is the non-subsampled pair of one step of ``seg``."""
-    return spread_pairs(*seg.mechanism_key) if isinstance(seg, Segment) else seg.pairs
+    """((label, pair), ...) whose envelope is the non-subsampled pair of one step of ``seg`` (times the count's
+    Gaussian pair when the step also releases a noisy count: :mod:`.count_query`)."""
+    if not isinstance(seg, Segment):
+        return seg.pairs
+    if seg.count_noise_multiplier is None:
+        return spread_pairs(*seg.mechanism_key)
+    return count_pairs(*seg.mechanism_key, seg.count_noise_multiplier)
 
 
 def _direction_args(q: float, t: np.ndarray, direction: str):

@@ -35,6 +35,7 @@ def get_noise_multiplier(
     beta: float = 2.0,
     dim: int = 1,
     clip_norm_p: Optional[float] = None,
+    count_noise_multiplier: Optional[float] = None,
     mode: str = "certified",
     epsilon_tolerance: float = 0.002,
     eps_error: float = 0.01,
@@ -50,6 +51,8 @@ def get_noise_multiplier(
     The default tolerance 0.002 lands within the 0.005 of the target that Opacus's own engine test
     (``test_make_private_with_epsilon``, two decimal places) expects of the ε after training.
     ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
+    ``count_noise_multiplier``: every step also releases adaptive clipping's noisy count (fixed σ_c; σ is
+    solved for the gradient noise, the count's share of ε is accounted, never subtracted).
     """
     target_epsilon = validate_epsilon(target_epsilon)
     target_delta = validate_delta(target_delta, "target_delta")
@@ -70,6 +73,7 @@ def get_noise_multiplier(
                 e = solver_epsilon(
                     noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
                     beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
+                    count_noise_multiplier=count_noise_multiplier,
                 )
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             e = math.inf
@@ -117,7 +121,8 @@ def get_noise_multiplier(
 
 
 def solver_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, beta: float,
-                   dim: int, clip_norm_p: Optional[float], mode: str, eps_error: float) -> float:
+                   dim: int, clip_norm_p: Optional[float], mode: str, eps_error: float,
+                   count_noise_multiplier: Optional[float] = None) -> float:
     r"""ε(σ) the solver searches on: the published ε of :func:`.api.compute_epsilon`.
 
     Certified mode computes the proven number alone (:func:`.api.proven_epsilon_history`: for β ≠ 2, d > 1,
@@ -125,10 +130,11 @@ def solver_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, d
     report is built once, by the caller, at the σ found.
     """
     if mode == "certified":
-        return proven_epsilon_history([(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p)], delta,
-                                      eps_error=eps_error)
+        entry = (noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier)
+        return proven_epsilon_history([entry], delta, eps_error=eps_error)
     return compute_epsilon(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
-                           beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error).epsilon
+                           beta=beta, dim=dim, clip_norm_p=clip_norm_p, count_noise_multiplier=count_noise_multiplier,
+                           mode=mode, eps_error=eps_error).epsilon
 
 
 def _next_probe(lo: float, e_lo: float, hi: float, e_hi: float, target: float, tol: float, bisect: bool) -> float:
