@@ -31,6 +31,7 @@ from opacus_gg.validation import (
 SUBCOMMAND_MODULES = [
     "opacus_gg.cli.accounting",  # epsilon, noise-multiplier, curve
     "opacus_gg.cli.train",  # train, sweep, report (the main job)
+    "opacus_gg.cli.study",  # study (accuracy vs β at equal proven ε)
     "opacus_gg.cli.demo_data",  # demo-data
     "opacus_gg.cli.pate",  # pate, and the GGNMax/outlier analyses
     "opacus_gg.cli.companions",  # compare, counts
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="opacus-gg",
                      description="Generalized Gaussian differential privacy for Opacus: privacy accounting "
                                  "(epsilon, noise-multiplier, curve, compare), β-DP-SGD training (train, sweep, "
-                                 "report, demo-data) and GGNMax/PATE (pate, pate-experiment, outliers). "
+                                 "report, study, demo-data) and GGNMax/PATE (pate, pate-experiment, outliers). "
                                  "Run 'opacus-gg <command> --help' for a command's options.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="<command>")

@@ -82,7 +82,7 @@ def resolve_config(path: Union[str, Path]) -> Path:
     raise ValueError(f"--config: no file {str(path)!r} and no bundled config of that name "
                      f"(bundled: {', '.join(bundled_configs())})")
 
-DATASETS = ("digits", "synthetic", "cifar10", "svhn", "adult", "imdb")
+DATASETS = ("digits", "breast_cancer", "synthetic", "cifar10", "svhn", "adult", "imdb")
 MODELS = ("mlp", "fcn", "cnn", "scatternet_cnn", "lstm")
 FEATURES = ("raw", "scatter", "stub")
 
@@ -125,6 +125,9 @@ DEFAULTS: Config = {
         # epoch). It is a sampled PRV (10^6 draws per step shape): seconds to minutes per evaluation, so the
         # default computes it once, after the last epoch
         "paper_epsilon": "final",
+        # also compute, after the last epoch, the equal-spread PRV ε printed beside the proven one (seconds per
+        # evaluation for β ≠ 2; the per-epoch rows carry the proven ε alone)
+        "equal_spreads_epsilon": True,
         "eps_error": 0.01,  # accountant discretization error (the reported ε is an upper bound including it)
         "epsilon_tolerance": 0.01,  # σ solver: target ε − 0.01 ≤ certified ε ≤ target ε
     },
@@ -258,6 +261,8 @@ def validate_config(cfg: Config) -> Config:
         raise ValueError(f"privacy.calibration must be 'certified' or 'paper', got {p['calibration']!r}")
     _positive("privacy.eps_error", p["eps_error"])
     _positive("privacy.epsilon_tolerance", p["epsilon_tolerance"])
+    if not isinstance(p["equal_spreads_epsilon"], bool):
+        raise ValueError(f"privacy.equal_spreads_epsilon must be true or false, got {p['equal_spreads_epsilon']!r}")
     if p["paper_epsilon"] not in (True, False, "final"):
         raise ValueError(f"privacy.paper_epsilon must be true, false or 'final', got {p['paper_epsilon']!r}")
     _positive("train.epochs", t["epochs"], integer=True)

@@ -2,6 +2,9 @@
 
 - ``digits``: scikit-learn's bundled 8×8 handwritten digits (1797 images, 10 classes; shipped inside the
   scikit-learn package, no download): pixels scaled to [0, 1], a fixed 80/20 train/test split (the quickstart).
+- ``breast_cancer``: scikit-learn's bundled Wisconsin breast-cancer table (569 rows, 30 numeric features,
+  2 classes; no download), a small tabular stand-in for Adult: a fixed 80/20 split, features standardized with
+  the training split's mean and std.
 - ``synthetic``: a Gaussian-mixture classification task generated in code.
 - ``cifar10``: ``<root>/cifar-10-batches-py/{data_batch_1..5,test_batch}`` (python pickles).
 - ``svhn``: ``<root>/{train,test}_32x32.mat`` (keys ``X`` [32,32,3,N], ``y`` [N,1], label 10 = digit 0).
@@ -65,20 +68,44 @@ def make_synthetic(n_train: int, n_test: int, n_features: int, n_classes: int, c
 
 
 # ------------------------------------------------------------------------------------ digits
+def _sklearn(name: str) -> Any:
+    """``sklearn.datasets.<name>``; a missing scikit-learn is one ValueError naming the extra."""
+    try:
+        import sklearn.datasets
+    except ModuleNotFoundError:
+        raise ValueError(f"data.name={name.replace('load_', '')} needs scikit-learn: "
+                         "pip install 'opacus-gg[experiments]'") from None
+    return getattr(sklearn.datasets, name)()
+
+
+def _split(n: int, test_fraction: float, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(train, test) indices of a fixed random split of range(n)."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    n_test = int(round(test_fraction * n))
+    return perm[n_test:], perm[:n_test]
+
+
 def load_digits(test_fraction: float = 0.2, seed: int = 0) -> DataBundle:
     """scikit-learn's bundled 8×8 digits: x = pixels / 16 ∈ [0, 1]^64, a fixed random 80/20 split."""
-    try:
-        from sklearn.datasets import load_digits as sk_load_digits
-    except ModuleNotFoundError:
-        raise ValueError("data.name=digits needs scikit-learn: pip install 'opacus-gg[experiments]'") from None
-    d = sk_load_digits()
+    d = _sklearn("load_digits")
     x = torch.tensor(d.data, dtype=torch.float32) / 16.0
     y = torch.tensor(d.target, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    n_test = int(round(test_fraction * len(y)))
-    test, train = perm[:n_test], perm[n_test:]
+    train, test = _split(len(y), test_fraction, seed)
     return DataBundle(TensorDataset(x[train], y[train]), TensorDataset(x[test], y[test]), 10, (64,),
                       {"source": "sklearn.datasets.load_digits"})
+
+
+def load_breast_cancer(test_fraction: float = 0.2, seed: int = 0) -> DataBundle:
+    """scikit-learn's bundled breast-cancer table: 30 features standardized with the training split's mean and
+    std (not charged to the budget, as Adult's), a fixed random 80/20 split, 2 classes."""
+    d = _sklearn("load_breast_cancer")
+    x = torch.tensor(d.data, dtype=torch.float32)
+    y = torch.tensor(d.target, dtype=torch.long)
+    train, test = _split(len(y), test_fraction, seed)
+    mean, std = x[train].mean(0), x[train].std(0).clamp_min(1e-12)
+    x = (x - mean) / std
+    return DataBundle(TensorDataset(x[train], y[train]), TensorDataset(x[test], y[test]), 2, (x.shape[1],),
+                      {"source": "sklearn.datasets.load_breast_cancer"})
 
 
 def _download(fetch, what: str, root: Path) -> None:
@@ -297,6 +324,8 @@ def load_dataset(data_cfg: Dict[str, Any]) -> DataBundle:
     download = bool(data_cfg.get("download", False))
     if name == "digits":
         b = load_digits()
+    elif name == "breast_cancer":
+        b = load_breast_cancer()
     elif name == "synthetic":
         b = make_synthetic(data_cfg["n_train"], data_cfg["n_test"], data_cfg["n_features"],
                            data_cfg["n_classes"], data_cfg["class_sep"])
@@ -309,7 +338,8 @@ def load_dataset(data_cfg: Dict[str, Any]) -> DataBundle:
     elif name == "imdb":
         b = load_imdb(root, data_cfg["vocab_size"], data_cfg["max_len"])
     else:
-        raise ValueError(f"data.name must be one of digits, synthetic, cifar10, svhn, adult, imdb; got {name!r}")
+        raise ValueError(f"data.name must be one of digits, breast_cancer, synthetic, cifar10, svhn, adult, imdb; "
+                         f"got {name!r}")
     b.train = _limit(b.train, data_cfg.get("limit_train"))
     b.test = _limit(b.test, data_cfg.get("limit_test"))
     return b

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from .config import Config, apply_overrides, validate_config
 from .train import run, say
 
-__all__ = ["sweep_points", "run_sweep", "SUMMARY_KEYS"]
+__all__ = ["sweep_points", "run_point", "run_sweep", "SUMMARY_KEYS"]
 
 SUMMARY_KEYS = ["run", "beta", "target_epsilon", "seed", "hyper", "noise_multiplier", "epsilon", "epsilon_scope",
                 "epsilon_paper", "epsilon_paper_scope",
@@ -46,6 +46,34 @@ def sweep_points(cfg: Config) -> List[Tuple[str, Dict[str, Any]]]:
     return points
 
 
+def run_point(cfg: Config, out_dir: Path, name: str, overrides: Dict[str, Any], *, skip_existing: bool = True,
+              log: Callable[[str], None] = say) -> Dict[str, Any]:
+    """Train one grid point into ``out_dir/<name>/`` (or reuse its finished ``results.json``); the summary row
+    (:data:`SUMMARY_KEYS`), with the error recorded instead of raised."""
+    run_dir = Path(out_dir) / name
+    ov = overrides
+    hyper = {k: v for k, v in ov.items() if not k.startswith("privacy.beta") and k not in
+             ("privacy.target_epsilon", "seed", "privacy.noise_multiplier")}
+    row: Dict[str, Any] = {"run": name, "beta": ov["privacy.beta"], "target_epsilon": ov["privacy.target_epsilon"],
+                           "seed": ov["seed"], "hyper": json.dumps(hyper, sort_keys=True), "error": None}
+    res_file = run_dir / "results.json"
+    try:
+        if skip_existing and res_file.is_file() and json.loads(res_file.read_text()).get("epochs_done") \
+                == cfg["train"]["epochs"]:
+            res = json.loads(res_file.read_text())
+        else:
+            res = run(apply_overrides(cfg, {**ov, "output_dir": str(run_dir), "name": name, "resume": None,
+                                       "overwrite": True}),  # the sweep owns its run directories
+                      log=log)
+        for k in ("noise_multiplier", "epsilon", "epsilon_scope", "epsilon_paper", "epsilon_paper_scope",
+                  "final_test_accuracy", "best_test_accuracy", "wall_time_per_epoch", "dim"):
+            row[k] = res.get(k)
+    except (ValueError, RuntimeError) as e:  # record, go on
+        row["error"] = f"{type(e).__name__}: {e}"
+        log(f"  failed: {row['error']}")
+    return row
+
+
 def run_sweep(cfg: Config, out_dir: Path, *, skip_existing: bool = True,
               log: Callable[[str], None] = say) -> List[Dict[str, Any]]:
     """Run every grid point into ``out_dir/<run>/``; write ``sweep_summary.{csv,json}``; return the rows."""
@@ -55,28 +83,8 @@ def run_sweep(cfg: Config, out_dir: Path, *, skip_existing: bool = True,
     rows = []
     points = sweep_points(cfg)
     for i, (name, ov) in enumerate(points, 1):
-        run_dir = out_dir / name
-        hyper = {k: v for k, v in ov.items() if not k.startswith("privacy.beta") and k not in
-                 ("privacy.target_epsilon", "seed", "privacy.noise_multiplier")}
-        row: Dict[str, Any] = {"run": name, "beta": ov["privacy.beta"], "target_epsilon": ov["privacy.target_epsilon"],
-                               "seed": ov["seed"], "hyper": json.dumps(hyper, sort_keys=True), "error": None}
-        res_file = run_dir / "results.json"
         log(f"[{i}/{len(points)}] {name}")
-        try:
-            if skip_existing and res_file.is_file() and json.loads(res_file.read_text()).get("epochs_done") \
-                    == cfg["train"]["epochs"]:
-                res = json.loads(res_file.read_text())
-            else:
-                res = run(apply_overrides(cfg, {**ov, "output_dir": str(run_dir), "name": name, "resume": None,
-                                           "overwrite": True}),  # the sweep owns its run directories
-                          log=log)
-            for k in ("noise_multiplier", "epsilon", "epsilon_scope", "epsilon_paper", "epsilon_paper_scope",
-                      "final_test_accuracy", "best_test_accuracy", "wall_time_per_epoch", "dim"):
-                row[k] = res.get(k)
-        except (ValueError, RuntimeError) as e:  # record, go on
-            row["error"] = f"{type(e).__name__}: {e}"
-            log(f"  failed: {row['error']}")
-        rows.append(row)
+        rows.append(run_point(cfg, out_dir, name, ov, skip_existing=skip_existing, log=log))
     with open(out_dir / "sweep_summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=SUMMARY_KEYS)
         w.writeheader()

@@ -125,6 +125,12 @@ def _epsilon_report(engine: Any, delta: float, eps_error: float) -> Any:
     return engine.accountant.get_epsilon_report(delta, eps_error=eps_error)
 
 
+def _proven_epsilon(engine: Any, delta: float, eps_error: float) -> Tuple[float, str]:
+    """(ε, "proven"): the accountant's ``get_epsilon``, the number its full report publishes, computed without the
+    equal-spread PRV printed beside it (seconds per call for β ≠ 2): the per-epoch ε of every row."""
+    return engine.accountant.get_epsilon(delta, eps_error=eps_error), "proven"
+
+
 def _check_device(device: str) -> None:
     """ValueError (one line) if the configured accelerator is not there."""
     if device.startswith("cuda"):
@@ -306,18 +312,17 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         rows.append({"epoch": 0, "train_loss": tr_loss, "test_loss": te_loss, "test_accuracy": te_acc,
                      "epsilon": 0.0, "epsilon_scope": "proven", "epsilon_paper": 0.0, "epsilon_paper_scope": "proven",
                      "noise_multiplier": sigma, "beta": beta, "dim": dim, "steps": 0, "wall_time": 0.0})
-    report = None
     for epoch in range(start_epoch, int(t["epochs"]) + 1):
         t0 = time.perf_counter()
         train_loss = _train_epoch(model, optimizer, loader, device, t["max_physical_batch_size"], progress,
                                   f"epoch {epoch}", steps_per_epoch)
         elapsed += time.perf_counter() - t0
         te_loss, te_acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
-        report = _epsilon_report(engine, delta, p["eps_error"])
+        eps, scope = _proven_epsilon(engine, delta, p["eps_error"])
         want_paper = p["paper_epsilon"] is True or (p["paper_epsilon"] == "final" and epoch == int(t["epochs"]))
         paper = _paper_epsilon(engine.accountant, delta, p["eps_error"]) if want_paper else None
         row = {"epoch": epoch, "train_loss": train_loss, "test_loss": te_loss, "test_accuracy": te_acc,
-               "epsilon": report.epsilon, "epsilon_scope": report.scope,
+               "epsilon": eps, "epsilon_scope": scope,
                "epsilon_paper": None if paper is None else paper.epsilon,
                "epsilon_paper_scope": None if paper is None else paper.scope,
                "noise_multiplier": sigma, "beta": beta, "dim": dim,
@@ -325,8 +330,8 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                "wall_time": elapsed}
         rows.append(row)
         log(_format_row(row, int(t["epochs"]), delta))
-        if summary["target_epsilon"] is not None and report.epsilon > float(summary["target_epsilon"]):
-            log(f"warning: ε = {epsilon_text(report.epsilon, report.scope)} exceeds the target "
+        if summary["target_epsilon"] is not None and eps > float(summary["target_epsilon"]):
+            log(f"warning: ε = {epsilon_text(eps, scope)} exceeds the target "
                 f"{float(summary['target_epsilon']):g}")
         _write_outputs(out, rows, summary)
         engine.save_checkpoint(path=out / "checkpoint.pt", module=model, optimizer=optimizer,
@@ -334,20 +339,24 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                                                 "wall_time": elapsed, "torch_rng_state": torch.get_rng_state()})
 
     last = rows[-1]
-    from opacus_gg.accountants.report import scope_fields
+    from opacus_gg.accountants.report import SCOPE_TEXT, scope_fields
 
-    if report is None:  # nothing trained in this call (resumed a finished run)
-        report = _epsilon_report(engine, delta, p["eps_error"])
+    if p["equal_spreads_epsilon"]:  # the full report: the proven ε and the equal-spread ε beside it
+        eps_fields = scope_fields(_epsilon_report(engine, delta, p["eps_error"]))
+    else:
+        eps, scope = _proven_epsilon(engine, delta, p["eps_error"])
+        eps_fields = {"epsilon": eps, "epsilon_scope": scope, "epsilon_scope_text": SCOPE_TEXT[scope],
+                      "certified": True, "epsilon_equal_spreads": None}
 
     summary.update({"epochs_done": last["epoch"], "final_test_accuracy": last["test_accuracy"],
                     "best_test_accuracy": max(r["test_accuracy"] for r in rows[1:]) if len(rows) > 1 else None,
-                    **scope_fields(report), "epsilon_paper": last["epsilon_paper"],
+                    **eps_fields, "epsilon_paper": last["epsilon_paper"],
                     "epsilon_paper_scope": last["epsilon_paper_scope"],
                     "wall_time_per_epoch": elapsed / max(last["epoch"], 1)})
     inner = getattr(model, "_module", model)
     torch.save(inner.state_dict(), out / "model_final.pt")
     if cfg["compare_opacus"]:
-        summary["opacus_baseline"] = opacus_baseline(cfg, bundle, float(report.epsilon), progress, log)
+        summary["opacus_baseline"] = opacus_baseline(cfg, bundle, float(eps_fields["epsilon"]), progress, log)
     _write_outputs(out, rows, summary)
     return {**summary, "rows": rows}
 
