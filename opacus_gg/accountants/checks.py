@@ -8,7 +8,9 @@ proven path turns a NaN into 0 or passes an unchecked number on.
 
 from __future__ import annotations
 
-__all__ = ["AccountingError"]
+import numpy as np
+
+__all__ = ["AccountingError", "check_finite", "check_pmf"]
 
 
 class AccountingError(ArithmeticError):
@@ -16,3 +18,29 @@ class AccountingError(ArithmeticError):
 
     The message names the setting (β, σ, q, T, δ, d, p as known) and what the user can change.
     """
+
+
+def check_finite(values, what: str) -> None:
+    """AccountingError unless every entry of ``values`` is finite (no NaN, no ±∞)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise AccountingError(f"{what}: {bad} of {arr.size} values are NaN or infinite")
+
+
+def check_pmf(pmf: np.ndarray, what: str, *, mass_budget: float, inf_mass: float = 0.0,
+              probability: bool = False) -> float:
+    r"""Check a (sub-)probability mass function and return its finite mass m = Σ pmf.
+
+    Finite, non-negative, and m + ``inf_mass`` ≤ 1 + ``mass_budget``; with ``probability`` also
+    m + ``inf_mass`` ≥ 1 − ``mass_budget`` (a law that should be a probability). AccountingError otherwise.
+    """
+    check_finite(pmf, what)
+    if np.size(pmf) and float(np.min(pmf)) < 0.0:
+        raise AccountingError(f"{what}: negative mass {float(np.min(pmf)):.3g}")
+    m = float(np.sum(pmf))
+    total = m + float(inf_mass)
+    if not (total <= 1.0 + mass_budget) or (probability and not total >= 1.0 - mass_budget):
+        raise AccountingError(f"{what}: total mass {total!r} is not within {mass_budget:.3g} of "
+                              f"{'1' if probability else '[0, 1]'}")
+    return m

@@ -25,6 +25,7 @@ from scipy import special
 
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
+from .checks import AccountingError, check_finite
 
 __all__ = ["GGPair", "inverse_loss", "loss", "TAIL_MASS"]
 
@@ -33,8 +34,35 @@ TAIL_MASS = 1e-30
 
 
 def loss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
-    """ℓ_a(x) = (|x|^β − |x − a|^β)/β."""
-    return (np.abs(x) ** beta - np.abs(x - a) ** beta) / beta
+    r"""ℓ_a(x) = (|x|^β − |x − a|^β)/β, without cancellation outside [0, a].
+
+    For x > a: |x|^β − |x − a|^β = −x^β · expm1(β·log1p(−a/x)); for x < 0 its mirror image; near a/2
+    (|x − a/2| ≤ a/4) the atanh form below. Each is accurate to a few ulp of ℓ, where the naive difference of
+    two powers loses log10(x/a) digits (all of them as β → 1 and x → ∞) or, near a/2, log10(a^β/|ℓ|).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape)
+    mid = (x >= 0) & (x <= a)
+    xm = x[mid]
+    # on [0, a], with c = a/2, y = x − c, u = |y|/c: (c + |y|)^β − (c − |y|)^β = (c − |y|)^β·expm1(2β·atanh u)
+    # (relative accuracy near the centre, where the two powers cancel); the plain difference for u > 1/2
+    c = 0.5 * a
+    y = xm - c
+    u = np.abs(y) / c
+    near = u <= 0.5
+    out_m = (xm ** beta - (a - xm) ** beta) / beta
+    un = u[near]
+    out_m[near] = np.sign(y[near]) * (c - np.abs(y[near])) ** beta * np.expm1(2.0 * beta * np.arctanh(un)) / beta
+    out[mid] = out_m
+    hi = x > a
+    xh = x[hi]
+    out[hi] = -(xh ** beta) * np.expm1(beta * np.log1p(-a / xh)) / beta
+    lo = x < 0
+    xl = -x[lo]
+    out[lo] = (xl ** beta) * np.expm1(beta * np.log1p(a / xl)) / -beta
+    nan = np.isnan(x)
+    out[nan] = np.nan
+    return out
 
 
 def _dloss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
@@ -43,11 +71,28 @@ def _dloss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
     return np.sign(x) * np.abs(x) ** b1 - np.sign(x - a) * np.abs(x - a) ** b1
 
 
+#: x*(t) is solved on [a/2, a + R] (t > 0; mirrored for t < 0) with R^β/β = SATURATION_LOG: beyond, the loss
+#: is "saturated" (both laws carry < e^{−SATURATION_LOG}/2 there, docs/accounting.md, Lemma R1)
+SATURATION_LOG = 800.0
+#: residual allowed of a root: |ℓ_a(x) − t| ≤ RESIDUAL_TOL·(1 + |t|) + 1e-14·|x|·ℓ_a'(x) (checked; Lemma R1)
+RESIDUAL_TOL = 1e-12
+
+
+def saturation_point(a: float, beta: float) -> float:
+    r"""X_max = a + R, R = (β · SATURATION_LOG)^{1/β}: P(X > X_max) = Q(X > X_max − a) ≤ e^{−800}/2 for both laws."""
+    return a + (beta * SATURATION_LOG) ** (1.0 / beta)
+
+
 def inverse_loss(t: np.ndarray, a: float, beta: float) -> np.ndarray:
     r"""x*(t) = sup{x : ℓ_a(x) ≤ t} (±∞ outside the range of ℓ_a), vectorized.
 
     β = 2: x* = (t + a²/2)/a. β = 1: −∞ for t < −a, (t + a)/2 on [−a, a), +∞ for t ≥ a.
-    Otherwise a safeguarded Newton iteration on a bracket (ℓ_a is strictly increasing).
+    Otherwise ℓ_a is strictly increasing and odd about a/2 (ℓ_a(a − x) = −ℓ_a(x)), so x*(−t) = a − x*(t) and
+    only t ≥ 0 is solved, on the fixed bracket [a/2, X_max] (:func:`saturation_point`) by a safeguarded
+    Newton iteration (geometric bisection in x − a/2 when a step leaves the bracket). Where t > ℓ_a(X_max)
+    (the saturated region: as β → 1, ℓ_a grows like a·x^{β−1} and x* can exceed any float) x* = +∞ is
+    returned; the mass that this moves is < e^{−800} (Lemma R1). The residual |ℓ_a(x*) − t| is checked:
+    :class:`.checks.AccountingError` if it exceeds RESIDUAL_TOL·(1 + |t|) + 1e-14·|x|·ℓ_a'(x).
     """
     t = np.asarray(t, dtype=np.float64)
     if beta == 2.0:
@@ -57,48 +102,61 @@ def inverse_loss(t: np.ndarray, a: float, beta: float) -> np.ndarray:
         x = np.where(t < -a, -np.inf, x)
         return np.where(t >= a, np.inf, x)
     flat = t.ravel()
-    n = flat.size
-    if n > 4 * _ANCHOR_STRIDE and np.all(np.isfinite(flat)) and np.all(flat[1:] >= flat[:-1]):
-        # sorted input (the composition grids): solve every _ANCHOR_STRIDE-th point, then each point
-        # by the same safeguarded Newton iteration inside the exact bracket of its two anchors
-        # (x* is non-decreasing in t), warm-started by linear interpolation: same tolerance, fewer steps
+    check_finite(flat, f"privacy-loss levels of the GG pair (a={a}, beta={beta})")
+    x_max = saturation_point(a, beta)
+    t_max = float(loss(np.array([x_max]), a, beta)[0])
+    s = np.abs(flat)
+    x = np.full(flat.shape, np.inf)
+    inside = s <= t_max
+    if inside.any():
+        x[inside] = _solve_nonneg(s[inside], a, beta, x_max)
+    x = np.where(flat < 0, a - x, x)  # mirror (a − ∞ = −∞)
+    fin = np.isfinite(x)
+    res = np.abs(loss(x[fin], a, beta) - flat[fin])
+    # |t| on the scale of t, plus 1e-14·|x|·ℓ'(x): the change of ℓ over ~50 ulp of x (steep ℓ, large β)
+    tol = RESIDUAL_TOL * (1.0 + np.abs(flat[fin])) + 1e-14 * np.abs(x[fin]) * np.abs(_dloss(x[fin], a, beta))
+    if not np.all(res <= tol):
+        i = int(np.argmax(res - tol))
+        raise AccountingError(
+            f"inverse privacy loss of the GG pair (beta={beta}, shift a={a}) did not converge: at loss "
+            f"{flat[fin][i]!r} the residual is {res[i]:.3g} > {tol[i]:.3g}; try a noise_multiplier or beta "
+            "slightly different")
+    return x.reshape(t.shape)
+
+
+def _solve_nonneg(s: np.ndarray, a: float, beta: float, x_max: float) -> np.ndarray:
+    """x ∈ [a/2, x_max] with ℓ_a(x) = s for 0 ≤ s ≤ ℓ_a(x_max): warm-started on sorted input."""
+    n = s.size
+    order = None
+    if n > 4 * _ANCHOR_STRIDE:
+        if not np.all(s[1:] >= s[:-1]):
+            order = np.argsort(s, kind="stable")
+            s = s[order]
+        # solve every _ANCHOR_STRIDE-th point, then each point by the same safeguarded Newton iteration
+        # inside the bracket of its two anchors (x* is non-decreasing in t), warm-started by linear
+        # interpolation: same tolerance, fewer steps
         ia = np.unique(np.concatenate([np.arange(0, n, _ANCHOR_STRIDE), [n - 1]]))
-        xa = inverse_loss(flat[ia], a, beta)
+        xa = _solve_nonneg(s[ia], a, beta, x_max)
         j = np.minimum(np.searchsorted(ia, np.arange(n), side="right") - 1, ia.size - 2)
         l_idx, r_idx = ia[j], ia[j + 1]
-        lo = xa[j] - 1e-12 * (1.0 + np.abs(xa[j]))  # ℓ(lo) < t_left ≤ t
-        hi = xa[j + 1] + 1e-12 * (1.0 + np.abs(xa[j + 1]))  # ℓ(hi) > t_right ≥ t
-        dt = flat[r_idx] - flat[l_idx]
+        lo = np.maximum(xa[j] - 1e-12 * (1.0 + np.abs(xa[j])), 0.5 * a)  # ℓ(lo) ≤ s_left ≤ s
+        hi = np.minimum(xa[j + 1] + 1e-12 * (1.0 + np.abs(xa[j + 1])), x_max)  # ℓ(hi) ≥ s_right ≥ s
+        ds = s[r_idx] - s[l_idx]
         with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(dt > 0, (flat - flat[l_idx]) / dt, 0.5)
-        x = xa[j] + w * (xa[j + 1] - xa[j])
-        x = np.clip(x, lo, hi)
-        return _newton(flat, x, lo, hi, a, beta).reshape(t.shape)
-    x = np.full(flat.shape, 0.5 * a)
-    lo = np.full(flat.shape, 0.5 * a)
-    hi = np.full(flat.shape, 0.5 * a)
-    pos = flat > 0
-    # bracket: ℓ(a/2) = 0; expand geometrically
-    step = 1.0
-    for _ in range(200):
-        need = pos & (loss(hi, a, beta) < flat)
-        if not need.any():
-            break
-        hi = np.where(need, 0.5 * a + step, hi)
-        step *= 2.0
-    step = 1.0
-    for _ in range(200):
-        need = (~pos) & (loss(lo, a, beta) > flat)
-        if not need.any():
-            break
-        lo = np.where(need, 0.5 * a - step, lo)
-        step *= 2.0
-    lo = np.where(pos, np.where(hi > 0.5 * a, np.maximum(0.5 * a, 0.5 * a + 0.5 * (hi - 0.5 * a)), lo), lo)
-    lo = np.where(pos, np.where(loss(lo, a, beta) > flat, 0.5 * a, lo), lo)
-    hi = np.where(~pos, np.where(lo < 0.5 * a, np.minimum(0.5 * a, 0.5 * a - 0.5 * (0.5 * a - lo)), hi), hi)
-    hi = np.where(~pos, np.where(loss(hi, a, beta) < flat, 0.5 * a, hi), hi)
-    x = 0.5 * (lo + hi)
-    return _newton(flat, x, lo, hi, a, beta).reshape(t.shape)
+            w = np.where(ds > 0, (s - s[l_idx]) / ds, 0.5)
+        x = np.clip(xa[j] + w * (xa[j + 1] - xa[j]), lo, hi)
+        x = _newton(s, x, lo, hi, a, beta)
+    else:
+        lo = np.full(n, 0.5 * a)
+        hi = np.full(n, x_max)
+        # start: the tangent at a/2 (ℓ(a/2) = 0), inside the bracket
+        x = np.clip(0.5 * a + s / _dloss(np.array([0.5 * a]), a, beta)[0], lo, hi)
+        x = _newton(s, x, lo, hi, a, beta)
+    if order is not None:
+        out = np.empty(n)
+        out[order] = x
+        return out
+    return x
 
 
 #: anchor spacing of the warm-started inverse on sorted grids
@@ -106,9 +164,11 @@ _ANCHOR_STRIDE = 32
 
 
 def _newton(flat, x, lo, hi, a, beta):
-    """Safeguarded Newton for ℓ_a(x) = t on brackets lo ≤ x* ≤ hi (bisection when a step leaves them)."""
+    """Safeguarded Newton for ℓ_a(x) = t on brackets lo ≤ x* ≤ hi (a/2 ≤ lo): a step leaving the bracket is
+    replaced by bisection, geometric in x − a/2 while the bracket spans more than a factor 4 there."""
     active = np.ones(flat.shape, dtype=bool)
-    for _ in range(200):
+    c = 0.5 * a
+    for _ in range(300):
         idx = np.nonzero(active)[0]
         if idx.size == 0:
             break
@@ -120,8 +180,12 @@ def _newton(flat, x, lo, hi, a, beta):
         with np.errstate(divide="ignore", invalid="ignore"):
             xn = xi - f / d
         bad = ~np.isfinite(xn) | (xn <= li) | (xn >= hii)
-        xn = np.where(bad, 0.5 * (li + hii), xn)
-        done = (np.abs(xn - xi) <= 1e-14 * (1.0 + np.abs(xi))) | (hii - li <= 1e-15 * (1.0 + np.abs(xi)))
+        yl, yh = li - c, hii - c
+        geo = (yl > 0) & (yh > 4.0 * yl)
+        with np.errstate(invalid="ignore"):
+            mid = np.where(geo, c + np.sqrt(np.where(geo, yl * yh, 0.0)), 0.5 * (li + hii))
+        xn = np.where(f == 0, xi, np.where(bad, mid, xn))
+        done = (np.abs(xn - xi) <= 4e-16 * xi) | (hii - li <= 4e-16 * xi)  # xi ≥ a/2 > 0
         x[idx], lo[idx], hi[idx] = xn, li, hii
         active[idx[done]] = False
     return x
