@@ -43,7 +43,7 @@ from .validation import (
     validate_sample_rate,
 )
 
-__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "split_max_grad_norm"]
+__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "ClippingAdvice", "split_max_grad_norm"]
 
 GAUSSIAN_ACCOUNTANTS = ("prv", "rdp", "gdp")
 #: keywords of ``make_private_with_epsilon`` that opacus_gg's certified σ solver understands
@@ -60,6 +60,39 @@ def split_max_grad_norm(max_grad_norm: float, n_layers: int, p: float) -> List[f
     if not (isinstance(n_layers, int) and n_layers >= 1):
         raise ValueError(f"n_layers must be an integer ≥ 1, got {n_layers!r}")
     return [c * n_layers ** (-1.0 / p)] * n_layers
+
+
+class ClippingAdvice(UserWarning):
+    """The advice of :func:`lp_clipping_advice` (silence it with ``warnings.simplefilter("ignore", ClippingAdvice)``)."""
+
+
+#: whether :func:`lp_clipping_advice` has been shown in this process
+_ADVICE_SHOWN = False
+
+
+def lp_clipping_advice(beta: float, clip_norm_p: float, clipping: str) -> None:
+    r"""Warn once per process (:class:`ClippingAdvice`) when β ≠ 2 and p = β with a fixed bound: the C of an Opacus
+    script bounds ‖g‖₂, while ℓβ clipping bounds ‖g‖_β (for β < 2 larger, up to d^{1/β−1/2}·‖g‖₂; for β > 2
+    smaller), so the tuned C clips much harder (β < 2) or looser (β > 2) than it did (:mod:`opacus_gg.tuning`)."""
+    global _ADVICE_SHOWN
+    if _ADVICE_SHOWN or beta == 2.0 or clip_norm_p != beta or clipping == "adaptive":
+        return
+    _ADVICE_SHOWN = True
+    try:  # name adaptive clipping only where this version allows it
+        validate_clipping("adaptive", beta, clip_norm_p)
+        adaptive = ", or clipping='adaptive'"
+    except ValueError:
+        adaptive = ""
+    ratio = "larger (2.4x at beta=1.5" if beta < 2 else "smaller (0.53x at beta=3"
+    warnings.warn(
+        f"beta={beta:g} clips per-sample gradients in the l{beta:g} norm (clip_norm_p defaults to beta), but a "
+        f"max_grad_norm tuned for Opacus bounds the l2 norm; the l{beta:g} norm of a gradient is {ratio} on the "
+        f"digits MLP), so that C clips {'much harder' if beta < 2 else 'looser'} than it did. Pass clip_norm_p=2 to "
+        f"keep Opacus's clipping and its tuned C with GG noise (docs/beta_study.md){adaptive}, or map C with "
+        f"opacus_gg.tuning.lp_max_grad_norm(C, {beta:g}, grad_samples) on public data. Shown once per process.",
+        ClippingAdvice,
+        stacklevel=3,
+    )
 
 
 def _trainable_tensors(optimizer: optim.Optimizer) -> int:
@@ -213,6 +246,7 @@ class GGPrivacyEngine(PrivacyEngine):
                                   grad_sample_mode=grad_sample_mode)
         validate_noise_multiplier(noise_multiplier)
         validate_rectify_bound(rectify_bound)
+        lp_clipping_advice(c.beta, c.clip_norm_p, c.clipping)
         if not poisson_sampling:
             warnings.warn(
                 "poisson_sampling=False: the accountant assumes Poisson subsampling, so the reported "

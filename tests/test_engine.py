@@ -493,3 +493,27 @@ def test_expected_batch_size_rejects_no_batches():
 
     with pytest.raises(ValueError, match="n_batches"):
         expected_batch_size(10, 0)
+
+
+def test_lp_clipping_advice_is_shown_once_and_only_for_lbeta_clipping_at_beta_not_2(monkeypatch):
+    import warnings
+
+    from opacus_gg import engine as engine_module
+
+    def warned(**kw):
+        model, opt, dl = _setup()
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            GGPrivacyEngine().make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                           max_grad_norm=1.0, **kw)
+        return [w for w in rec if issubclass(w.category, engine_module.ClippingAdvice)]
+
+    monkeypatch.setattr(engine_module, "_ADVICE_SHOWN", False)
+    assert warned(beta=2.0) == [] and warned(beta=1.5, clip_norm_p=2.0) == [] and warned(beta=3.0, clip_norm_p=2) == []
+    (first,) = warned(beta=1.5)
+    text = str(first.message)
+    assert "clip_norm_p=2" in text and "lp_max_grad_norm" in text and "\n" not in text
+    assert first.filename == __file__  # points at the caller's make_private line
+    assert warned(beta=1.5) == [] and warned(beta=3.0) == []  # once per process
+    monkeypatch.setattr(engine_module, "_ADVICE_SHOWN", False)
+    assert "looser" in str(warned(beta=3.0)[0].message)
