@@ -11,7 +11,9 @@ the median step time and the median of the per-step in-run ratios to Opacus's st
 ratios is printed last. A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
 accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
 max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
-noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events.
+noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events; on
+CPU also the GG step's peak on the accelerator branches (forced on CPU by ``_device.accelerator_path``: one
+fused norm pass, the deferred sampler), as "accel-path" with its ratio to Opacus's (target ≤ 1.1).
 The CNN's linear layer holds 0.92M of its 1.0M parameters; GG reads its per-sample ℓp norms from the
 layer's factors (``opacus_gg.rank1``: ‖δ_i ⊗ a_i‖_p = ‖δ_i‖_p‖a_i‖_p). ``--no-factors`` turns that off, so
 every norm reads all B × d per-sample entries: the cost for models whose parameters sit in convolutions.
@@ -35,6 +37,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg import GGPrivacyEngine
+from opacus_gg._device import accelerator_path
 from opacus_gg.rank1 import use_factors
 
 
@@ -137,6 +140,10 @@ def measure(a: argparse.Namespace) -> None:
                     if i >= a.warmup:
                         times[c].append(t)
             peaks = {c: peak_bytes(*built[c], x, y, dev) for c in configs}
+            accel = {}
+            if dev.type == "cpu":  # the accelerator branches' memory, measured on CPU
+                with accelerator_path():
+                    accel = {c: peak_bytes(*built[c], x, y, dev) for c in configs[1:]}
             base = times[configs[0]]
             print(f"run {run + 1}: clipping={clipping}")
             for c in configs:
@@ -144,6 +151,8 @@ def measure(a: argparse.Namespace) -> None:
                 ratio = statistics.median(t / b for t, b in zip(times[c], base))
                 per_run.setdefault((clipping, c), []).append(ratio)
                 mem = f"  peak {peaks[c] / 2**20:7.1f} MiB ratio {peaks[c] / peaks[configs[0]]:5.3f}"
+                if c in accel:
+                    mem += f"  accel-path peak {accel[c] / 2**20:7.1f} MiB ratio {accel[c] / peaks[configs[0]]:5.3f}"
                 print(f"  {_label(c):24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
             del built
     if a.runs > 1:
