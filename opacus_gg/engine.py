@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .optimizers import get_gg_optimizer_class
+from .optimizers.adaptive import COUNT_SENSITIVITY
 from .steps import expected_batch_size, steps_for_epochs
 from .validation import (
     validate_beta,
@@ -39,6 +40,7 @@ from .validation import (
     validate_epsilon,
     validate_max_grad_norm,
     validate_noise_multiplier,
+    validate_positive,
     validate_rectify_bound,
     validate_sample_rate,
 )
@@ -137,8 +139,9 @@ class GGPrivacyEngine(PrivacyEngine):
     ) -> _Checked:
         r"""Validate and normalise the arguments shared by ``make_private`` and ``make_private_with_epsilon``.
 
-        * β ≥ 1, p ∈ [1, ∞] (None → β), clipping ∈ {flat, per_layer, adaptive, ghost}; ghost/adaptive
-          clipping and ``grad_sample_mode`` "ghost"/"ghost_fsdp" only at β = p = 2.
+        * β ≥ 1, p ∈ [1, ∞] (None → β), clipping ∈ {flat, per_layer, adaptive, ghost}; ghost clipping and
+          ``grad_sample_mode`` "ghost"/"ghost_fsdp" only at β = p = 2; adaptive (any β, p) only with ``gg_prv``,
+          the accountant that sees its noisy count.
         * ``clipping="ghost"`` → ("flat", grad_sample_mode="ghost") (Opacus's ghost clipping).
         * per-layer: a list of L numbers > 0 (one per trainable tensor), or one total C split as
           C_l = C · L^(−1/p) (:func:`split_max_grad_norm`, total ℓp sensitivity C).
@@ -165,6 +168,12 @@ class GGPrivacyEngine(PrivacyEngine):
         elif isinstance(max_grad_norm, list):
             raise ValueError(f"max_grad_norm must be a single number > 0 with clipping={clipping!r}, got a list")
         mech = self.accountant.mechanism()
+        if clipping == "adaptive" and mech != "gg_prv":
+            raise ValueError(
+                f"clipping='adaptive' releases a noisy unclipped count each step, which accountant={mech!r} does "
+                "not see; use GGPrivacyEngine(accountant='gg_prv') (it accounts the count: docs/accounting.md, "
+                "Lemma 8)"
+            )
         if mech in GAUSSIAN_ACCOUNTANTS and (beta != 2.0 or p > 2.0):
             raise ValueError(
                 f"accountant={mech!r} is a Gaussian (ℓ2) accountant and cannot certify beta={beta}, "
@@ -315,6 +324,9 @@ class GGPrivacyEngine(PrivacyEngine):
         mech = self.accountant.mechanism()
         if mech == "gg_prv":
             solver_kw: Dict[str, Any] = {k: kwargs[k] for k in _GG_SOLVER_KEYWORDS if k in kwargs}
+            if c.clipping == "adaptive":  # σ for the gradient noise with the count's share of ε included
+                solver_kw["count_noise_multiplier"] = validate_positive(
+                    kwargs.get("unclipped_num_std"), "unclipped_num_std") / COUNT_SENSITIVITY
             sigma = gg_get_noise_multiplier(
                 target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
                 steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p, **solver_kw,

@@ -66,6 +66,14 @@ def validate_nonnegative(x: float, name: str) -> float:
     return v
 
 
+def validate_probability(x: float, name: str) -> float:
+    """A number in [0, 1]."""
+    v = _real(x, name, "a number in [0, 1]")
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
+    return v
+
+
 def validate_order(alpha: float, name: str = "alpha") -> float:
     """A Rényi order: a finite number > 1."""
     v = _real(alpha, name, "a finite number > 1")
@@ -153,10 +161,11 @@ def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_
 
 
 def validate_clipping(clipping: str, beta: float, clip_norm_p: float, name: str = "clipping") -> str:
-    """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; adaptive and ghost are ℓ2/Gaussian-only (β = p = 2)."""
+    """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; ghost is ℓ2/Gaussian-only (β = p = 2), adaptive takes
+    every β and p."""
     if clipping not in CLIPPING_MODES:
         raise ValueError(f"{name} must be one of {CLIPPING_MODES}, got {clipping!r}")
-    if clipping in ("adaptive", "ghost") and (beta != 2.0 or clip_norm_p != 2.0):
+    if clipping == "ghost" and (beta != 2.0 or clip_norm_p != 2.0):
         raise ValueError(
             f"{name}={clipping!r} is ℓ2/Gaussian-specific and is only supported with beta=2 and "
             f"clip_norm_p=2 (got beta={beta}, clip_norm_p={clip_norm_p}); use clipping='flat' or 'per_layer'"

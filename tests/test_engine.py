@@ -237,7 +237,7 @@ def test_ghost_clipping_beta2_runs():
         ({"clipping": "per_layer", "max_grad_norm": [1.0, 1.0]}, "max_grad_norm"),
         ({"max_grad_norm": [1.0, 1.0, 1.0, 1.0]}, "max_grad_norm"),
         ({"clipping": "ghost", "beta": 1.5}, "clipping"),
-        ({"clipping": "adaptive", "beta": 3.0}, "clipping"),
+        ({"clipping": "ghost", "beta": 2.0, "clip_norm_p": 3.0}, "clipping"),
         ({"clip_norm_p": 0.5}, "clip_norm_p"),
         ({"rectify_bound": -1.0}, "rectify_bound"),
     ],
@@ -298,7 +298,7 @@ def test_adaptive_clipping_beta2_runs():
     from opacus_gg.optimizers import GGAdaClipDPOptimizer
 
     model, opt, dl = _setup()
-    pe = GGPrivacyEngine(accountant="prv")
+    pe = GGPrivacyEngine()
     model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
                                      max_grad_norm=1.0, clipping="adaptive", target_unclipped_quantile=0.5,
                                      clipbound_learning_rate=0.2, max_clipbound=10.0, min_clipbound=0.1,

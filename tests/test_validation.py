@@ -54,7 +54,8 @@ def test_good_values():
         (V.validate_rectify_bound, (0.0,), "rectify_bound"),
         (V.validate_clipping, ("fancy", 2.0, 2.0), "clipping"),
         (V.validate_clipping, ("ghost", 1.5, 1.5), "clipping"),
-        (V.validate_clipping, ("adaptive", 2.0, 3.0), "clipping"),
+        (V.validate_clipping, ("ghost", 2.0, 3.0), "clipping"),
+        (V.validate_probability, (1.5, "target_unclipped_quantile"), "target_unclipped_quantile"),
     ],
 )
 def test_bad_values_raise_naming_parameter(fn, args, name):

@@ -4,7 +4,8 @@ r"""β-DP-SGD optimizers: Opacus's DPOptimizer family with ℓp clipping and GG 
 ``opacus.optimizers.get_optimizer_class``. Every class takes Opacus's arguments plus ``beta``
 (noise shape, default 2), ``clip_norm_p`` (ℓp clipping norm, default β) and ``rectify_bound``
 (clamp noisy sum coordinates to [−a, a]); attributes ``beta``, ``clip_norm_p``, ``dim`` are what
-the ``gg_prv`` accountant hook reads.
+the ``gg_prv`` accountant hook reads (and ``count_noise_multiplier`` for adaptive clipping,
+:mod:`.adaptive`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from typing import Optional, Type
 
 from opacus.optimizers import (
-    AdaClipDPOptimizer,
     DistributedDPOptimizer,
     DistributedDPOptimizerFastGradientClipping,
     DPOptimizer,
@@ -21,12 +21,14 @@ from opacus.optimizers import (
     FSDPOptimizerFastGradientClipping,
 )
 
+from .adaptive import GGAdaClipDPOptimizer, GGAdaClipMixin
 from .base import GGClipMixin, GGNoiseMixin, GGParamsMixin
 
 __all__ = [
     "GGClipMixin",
     "GGNoiseMixin",
     "GGParamsMixin",
+    "GGAdaClipMixin",
     "GGDPOptimizer",
     "GGDPPerLayerOptimizer",
     "GGDistributedDPOptimizer",
@@ -111,14 +113,6 @@ class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradie
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _require_gaussian_l2(self, "ghost clipping")
-
-
-class GGAdaClipDPOptimizer(GGParamsMixin, AdaClipDPOptimizer):
-    """Adaptive clipping (Opacus's, unchanged); only β = 2 with ℓ2 clipping."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        _require_gaussian_l2(self, "clipping='adaptive'")
 
 
 def get_gg_optimizer_class(clipping: str, distributed: bool, grad_sample_mode: Optional[str] = None) -> Type[DPOptimizer]:

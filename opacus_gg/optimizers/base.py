@@ -245,7 +245,7 @@ class GGNoiseMixin(GGParamsMixin):
         """
         if self.beta == 2.0:
             self._settle()
-            super().add_noise()
+            self._add_gaussian_noise()
         else:
             for p in self.params:
                 _check_processed_flag(p.summed_grad)
@@ -268,6 +268,10 @@ class GGNoiseMixin(GGParamsMixin):
             a = self.rectify_bound
             for p in self.params:
                 p.grad.clamp_(-a, a)
+
+    def _add_gaussian_noise(self) -> None:
+        """β = 2: the next ``add_noise`` of the Opacus class below (its Gaussian path, bit-identical)."""
+        super().add_noise()
 
     def _draw(self, total: int, scale: float, ref: torch.Tensor) -> torch.Tensor:
         """``total`` GG(β, scale) draws on ``ref``'s device (zeros at scale 0); on the accelerator path the
