@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional, Sized
 
-from .validation import validate_positive, validate_sample_rate
+from .validation import STEPS_MAX, validate_positive, validate_sample_rate
 
 __all__ = ["batches_per_epoch", "expected_batch_size", "steps_for_epochs"]
 
@@ -61,4 +61,6 @@ def steps_for_epochs(
     r"""T = ⌈epochs · n_b⌉ steps (see the module docstring); never fewer than training runs."""
     epochs = validate_positive(epochs, "epochs")
     n_b = batches_per_epoch(sample_rate=sample_rate, data_loader=data_loader)
+    if not epochs * n_b <= STEPS_MAX:
+        raise ValueError(f"epochs must give at most {STEPS_MAX:.3g} steps ({n_b} batches per epoch), got {epochs!r}")
     return max(1, _near_integer(epochs * n_b, math.ceil))

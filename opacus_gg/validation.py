@@ -1,5 +1,9 @@
 """Shared input validators: each returns the cleaned value or raises ``ValueError`` naming the
-parameter and its allowed range. Import these rather than re-checking by hand."""
+parameter and its allowed range. Import these rather than re-checking by hand.
+
+Upper bounds where the numerics need them (every accepted value gives a finite proven ε, ``inf`` with its
+reason, or one clear error): β ≤ :data:`BETA_MAX`, d ≤ :data:`DIM_MAX`, T ≤ :data:`STEPS_MAX`,
+σ = 0 or :data:`NOISE_MULTIPLIER_MIN` ≤ σ ≤ :data:`NOISE_MULTIPLIER_MAX`, rectify bound ≤ :data:`RECTIFY_MAX`."""
 
 from __future__ import annotations
 
@@ -20,12 +24,36 @@ __all__ = [
     "validate_delta",
     "validate_epsilon",
     "validate_positive_int",
+    "validate_steps",
     "validate_rectify_bound",
     "validate_clipping",
+    "validate_dim",
+    "dim_matters",
     "CLIPPING_MODES",
+    "BETA_MAX",
+    "DIM_MAX",
+    "STEPS_MAX",
+    "NOISE_MULTIPLIER_MIN",
+    "NOISE_MULTIPLIER_MAX",
+    "RECTIFY_MAX",
 ]
 
 CLIPPING_MODES = ("flat", "per_layer", "adaptive", "ghost")
+
+#: largest GG shape β: beyond it GG(β) is the uniform law on [−1, 1] to within 1e-3 in total variation
+#: (|x|^β/β < 1e-3 on |x| ≤ 1 − 7e-2 at β = 100), and the accountant's exponents |x|^β stay in float range
+BETA_MAX = 100.0
+#: largest number of noised coordinates d: exact in float64 (< 2^53), and 10^3 × the largest models trained
+DIM_MAX = 10**15
+#: largest number of steps T (and of PATE answers × 2): the composed losses stay on the accountant's grids
+STEPS_MAX = 10**9
+#: noise multipliers σ > 0 lie in [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (σ = 0, no noise, is also valid):
+#: below, the shift 1/σ > 10^6 noise scales (ε is beyond every grid); above, 1/σ² underflows nothing but the
+#: mechanism is indistinguishable from pure noise at float64 resolution
+NOISE_MULTIPLIER_MIN = 1e-6
+NOISE_MULTIPLIER_MAX = 1e6
+#: largest rectify (clamp) bound a: |a| beyond it is no clamp in float32 gradients anyway
+RECTIFY_MAX = 1e30
 
 
 def _real(x, name: str, what: str) -> float:
@@ -39,9 +67,10 @@ def _real(x, name: str, what: str) -> float:
 
 def validate_beta(beta: float, name: str = "beta") -> float:
     """The GG shape β: a finite number ≥ 1 (1 = Laplace, 2 = Gaussian)."""
-    b = _real(beta, name, "a finite number ≥ 1 (1 = Laplace, 2 = Gaussian)")
-    if not math.isfinite(b) or b < 1.0:
-        raise ValueError(f"{name} must be a finite number ≥ 1 (1 = Laplace, 2 = Gaussian), got {beta!r}")
+    what = f"a number in [1, {BETA_MAX:g}] (1 = Laplace, 2 = Gaussian)"
+    b = _real(beta, name, what)
+    if not (1.0 <= b <= BETA_MAX):
+        raise ValueError(f"{name} must be {what}, got {beta!r}")
     return b
 
 
@@ -83,8 +112,12 @@ def validate_order(alpha: float, name: str = "alpha") -> float:
 
 
 def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
-    """σ must be finite and ≥ 0 (σ = 0 adds no noise and has ε = ∞)."""
-    return validate_nonnegative(noise_multiplier, name)
+    """σ = 0 (no noise: ε = ∞) or NOISE_MULTIPLIER_MIN ≤ σ ≤ NOISE_MULTIPLIER_MAX."""
+    what = f"0 (no noise) or a number in [{NOISE_MULTIPLIER_MIN:g}, {NOISE_MULTIPLIER_MAX:g}]"
+    v = _real(noise_multiplier, name, what)
+    if not (v == 0.0 or NOISE_MULTIPLIER_MIN <= v <= NOISE_MULTIPLIER_MAX):
+        raise ValueError(f"{name} must be {what}, got {noise_multiplier!r}")
+    return v
 
 
 def validate_max_grad_norm(
@@ -142,21 +175,56 @@ def validate_epsilon(epsilon: float, name: str = "target_epsilon") -> float:
     return validate_positive(epsilon, name)
 
 
-def validate_positive_int(n: int, name: str, *, minimum: int = 1, allow_float: bool = True) -> int:
-    """An integer ≥ ``minimum`` (default 1); integer-valued floats pass only when ``allow_float``."""
+def validate_positive_int(n: int, name: str, *, minimum: int = 1, maximum: Optional[int] = None,
+                          allow_float: bool = True) -> int:
+    """An integer in [``minimum``, ``maximum``] (default ≥ 1, no maximum); integer-valued floats pass only when
+    ``allow_float``."""
     integral = isinstance(n, numbers.Integral) or (allow_float and isinstance(n, float) and n.is_integer())
-    if isinstance(n, bool) or not integral or int(n) < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {n!r}")
+    if isinstance(n, bool) or not integral or int(n) < minimum or (maximum is not None and int(n) > maximum):
+        what = f"an integer ≥ {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum:.3g}]"
+        raise ValueError(f"{name} must be {what}, got {n!r}")
     return int(n)
+
+
+def validate_steps(steps: int, name: str = "steps") -> int:
+    """The number of steps T: an integer in [1, STEPS_MAX]."""
+    return validate_positive_int(steps, name, maximum=STEPS_MAX)
+
+
+def dim_matters(beta: float, clip_norm_p: Optional[float]) -> bool:
+    """Whether ε depends on the number d of noised coordinates: everywhere except β = 2 with p ≤ 2.
+
+    At β = 2 the privacy loss depends on the shift only through its ℓ2 norm, and ‖Δ‖₂ ≤ ‖Δ‖_p ≤ C for p ≤ 2,
+    so the one-coordinate shift is the worst case whatever d is. Otherwise a shift spread over many coordinates
+    can be worse (p = ∞: every coordinate moves by C; β ≠ 2: the loss is not a function of ‖Δ‖₂), and ε grows
+    with d, so a default d = 1 would under-report ε.
+    """
+    p = beta if clip_norm_p is None else clip_norm_p
+    return not (beta == 2 and p <= 2)
+
+
+def validate_dim(dim: Optional[int], beta: float, clip_norm_p: Optional[float] = None, name: str = "dim") -> int:
+    """The number d of noised coordinates: an integer in [1, DIM_MAX]; ``None`` means 1 only where ε does not
+    depend on d (:func:`dim_matters`), and is refused, saying why, everywhere else."""
+    if dim is None:
+        if dim_matters(beta, clip_norm_p):
+            p = beta if clip_norm_p is None else clip_norm_p
+            raise ValueError(
+                f"{name} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the number "
+                f"of noised coordinates (only beta=2 with p<=2 does not depend on it); pass {name}=<number of "
+                "trainable parameters>")
+        return 1
+    return validate_positive_int(dim, name, maximum=DIM_MAX)
 
 
 def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_bound") -> Optional[float]:
     """``None`` (no clamping) or a bound a ∈ (0, ∞) for clamping noisy coordinates to [−a, a]."""
     if rectify_bound is None:
         return None
-    a = _real(rectify_bound, name, "None or a finite number > 0")
-    if not math.isfinite(a) or a <= 0:
-        raise ValueError(f"{name} must be None or a finite number > 0, got {rectify_bound!r}")
+    what = f"None or a number in (0, {RECTIFY_MAX:g}]"
+    a = _real(rectify_bound, name, what)
+    if not (0 < a <= RECTIFY_MAX):
+        raise ValueError(f"{name} must be {what}, got {rectify_bound!r}")
     return a
 
 

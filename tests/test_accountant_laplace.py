@@ -24,7 +24,7 @@ def _dp_accounting_eps(sigma, q, steps, delta, pessimistic):
 
 @pytest.mark.parametrize("sigma,q,steps,delta", CASES)
 def test_laplace_matches_dp_accounting(sigma, q, steps, delta):
-    ours = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=1.0)
+    ours = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=1.0, dim=1)
     ref = _dp_accounting_eps(sigma, q, steps, delta, pessimistic=True)
     opt = _dp_accounting_eps(sigma, q, steps, delta, pessimistic=False)
     assert ours.certified

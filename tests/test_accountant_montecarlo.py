@@ -38,7 +38,7 @@ def _mc_delta(beta, shifts, q, eps, seed):
 def test_single_step_delta_one_coordinate(beta, sigma, q, eps):
     (d_rem, se_rem), (d_add, se_add) = _mc_delta(beta, [1.0 / sigma], q, eps, seed=1234)
     mc, se = (d_rem, se_rem) if d_rem >= d_add else (d_add, se_add)
-    ours = compute_delta(epsilon=eps, noise_multiplier=sigma, sample_rate=q, steps=1, beta=beta)
+    ours = compute_delta(epsilon=eps, noise_multiplier=sigma, sample_rate=q, steps=1, beta=beta, dim=1)
     assert mc > 20 * se  # the check is informative
     assert abs(ours - mc) <= 4 * se, (ours, mc, se)
 

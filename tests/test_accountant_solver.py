@@ -15,13 +15,13 @@ from opacus_gg.accountants import solver
 
 @pytest.mark.parametrize("target,beta,q,steps", [(1.0, 2.0, 0.02, 200), (3.0, 1.5, 0.01, 300), (0.5, 1.0, 0.05, 50)])
 def test_solver_never_overshoots(target, beta, q, steps):
-    sigma = get_noise_multiplier(target_epsilon=target, target_delta=1e-5, sample_rate=q, steps=steps, beta=beta)
-    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=1e-5, beta=beta).epsilon
+    sigma = get_noise_multiplier(target_epsilon=target, target_delta=1e-5, sample_rate=q, steps=steps, beta=beta, dim=1)
+    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=1e-5, beta=beta, dim=1).epsilon
     assert eps <= target
     assert target - eps <= 0.01 + 1e-9
     # a slightly smaller σ would exceed the target (the bracket really was bisected)
     eps_less = compute_epsilon(noise_multiplier=sigma * 0.97, sample_rate=q, steps=steps, delta=1e-5,
-                               beta=beta).epsilon
+                               beta=beta, dim=1).epsilon
     assert eps_less > target - 0.02
 
 
@@ -37,7 +37,7 @@ def test_solver_epochs_and_unreachable():
 
 
 def test_delta_and_epsilon_agree():
-    kw = dict(noise_multiplier=1.0, sample_rate=0.02, steps=300, beta=1.5)
+    kw = dict(noise_multiplier=1.0, sample_rate=0.02, steps=300, beta=1.5, dim=1)
     rep = compute_epsilon(delta=1e-5, **kw)
     d_at = compute_delta(epsilon=rep.epsilon_estimate, **kw)
     # ε_estimate is the PRV point estimate, not the bound: δ there is δ up to eps_error's effect (2 %)
@@ -97,10 +97,10 @@ def test_solver_accounts_every_step_training_runs_75_batches_3_epochs():
     """75 batches × 3 epochs at β = 1.5, target ε = 3; int(3/(1/75)) = 224 undercounts the 225 run."""
     dl = DPDataLoader.from_data_loader(DataLoader(TensorDataset(torch.zeros(75, 1)), batch_size=1))
     q = 1.0 / 75
-    sigma = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=q, epochs=3, beta=1.5)
+    sigma = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=q, epochs=3, beta=1.5, dim=1)
     run = 3 * len(dl)
     assert run == 225
-    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=run, delta=1e-5, beta=1.5).epsilon
+    eps = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=run, delta=1e-5, beta=1.5, dim=1).epsilon
     assert eps <= 3.0
 
 

@@ -38,7 +38,7 @@ def _dp_accounting(beta, sigma, q, steps, delta, pessimistic, interval=1e-4):
 @pytest.mark.parametrize("beta,case", [(1.0, c) for c in LAPLACE] + [(2.0, c) for c in GAUSSIAN])
 def test_certified_epsilon_within_half_percent_of_dp_accounting(beta, case):
     sigma, q, steps, delta = case
-    ours = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta).epsilon
+    ours = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=1).epsilon
     pessimistic = _dp_accounting(beta, sigma, q, steps, delta, True)
     optimistic = _dp_accounting(beta, sigma, q, steps, delta, False)
     assert ours >= optimistic - 1e-12, (ours, optimistic)  # an upper bound is never below a lower estimate
@@ -47,7 +47,7 @@ def test_certified_epsilon_within_half_percent_of_dp_accounting(beta, case):
 
 def test_issue_9_laplace_case_no_longer_adds_eps_error():
     """β = 1, σ = 2, q = 0.01, T = 500, δ = 1e-5 printed 0.3747 (= estimate + 0.01); pessimistic PLD 0.3647."""
-    ours = compute_epsilon(noise_multiplier=2.0, sample_rate=0.01, steps=500, delta=1e-5, beta=1.0).epsilon
+    ours = compute_epsilon(noise_multiplier=2.0, sample_rate=0.01, steps=500, delta=1e-5, beta=1.0, dim=1).epsilon
     assert ours <= 1.005 * _dp_accounting(1.0, 2.0, 0.01, 500, 1e-5, True)
 
 

@@ -72,7 +72,7 @@ def test_outlier_curve_at_equal_privacy(tmp_path):
     assert len(rows) == 6
     for r in rows[::3]:  # one σ per β
         eps = compute_epsilon(noise_multiplier=r.noise_multiplier, sample_rate=1.0, steps=1, delta=1e-5,
-                              beta=r.beta).epsilon
+                              beta=r.beta, dim=1).epsilon
         assert eps <= 1.5
     for r in rows:
         assert r.p_outlier == pytest.approx(float(outlier_probability(r.threshold, r.beta, r.noise_multiplier)))

@@ -2,7 +2,9 @@ r"""Public functions: ε (certified or paper mode) and δ(ε); the σ solver is 
 
 A history is a list of segments ``(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p[,
 count_noise_multiplier])`` (the last: adaptive clipping's noisy count, :mod:`.history`; 3-tuples
-``(σ, q, steps)`` mean β = 2, d = 1, p = β, as Opacus writes them). The certified ε is
+``(σ, q, steps)`` mean β = 2, d = 1, p = β, as Opacus writes them). ``dim`` is required wherever ε
+depends on it (β ≠ 2 or p > 2: :func:`opacus_gg.validation.validate_dim`, the CLI's rule), so a missing d never
+gives the smallest ε of all. The certified ε is
 
     ε = max_{direction ∈ {remove, add}} ε_upper(direction),
 
@@ -10,6 +12,10 @@ where each direction composes, step by step, the upper envelope over the worst-c
 (see :mod:`.composition`, :mod:`.shapes`): the exact ε of a dominating discretization at
 δ − (mass at +∞) − δ_error, an upper bound on the true ε (no ε_error added), never an estimate.
 A history entry with noise_multiplier = 0 gives ε = ∞ (with a UserWarning).
+
+Where the PRV composition cannot represent the privacy loss (extreme β or σ: its grids overflow), the proven
+Rényi bound over the ℓp ball (:mod:`.ball_rdp`), which holds for every setting, is published instead
+(``details["prv_failed"]`` says why); where that is infinite too, ε = ∞ with the reason in ``details``.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ import math
 import warnings
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
+from .checks import AccountingError
 from .composition import CompositionResult, compose_delta, compose_history
 from .history import Segment, normalize_history
 from .report import EpsilonReport
@@ -87,9 +96,14 @@ def compute_epsilon_history(
                              details={"empty_history": True})
     if any(s.noiseless for s in segs):
         return _noiseless_report(segs, delta)
-    results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
-    worst = max(results, key=lambda r: r.epsilon_upper)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
+    try:
+        results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
+    except PRV_OUT_OF_RANGE as e:
+        if not uncertified and isinstance(e, ValueError):
+            raise  # the published number's own refusal ("epsilon is too large to bound ..."): already one clear line
+        return _rdp_only_report(segs, delta, e)
+    worst = max(results, key=lambda r: r.epsilon_upper)
     scores = worst.shape_scores
     shape_k = max(scores, key=scores.get) if scores else (1, 1)  # label (k₀, k₁): spreads k₀ … k₁
     details = {
@@ -122,6 +136,33 @@ def compute_epsilon_history(
         rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
         report = combine(report, rdp_eps, rdp_order)
     return report
+
+
+#: what the PRV composition raises where its grids cannot represent the privacy loss (overflow in the pair's
+#: discretization, Opacus's "Cannot compute epsilon", a failed self-check; ValueError: a refused truncated mass,
+#: caught only where the PRV ε is not the published one)
+PRV_OUT_OF_RANGE = (ArithmeticError, RuntimeError, ValueError)
+
+
+def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException) -> EpsilonReport:
+    r"""The report where the PRV composition is out of its numerical range: the proven Rényi bound over the ℓp
+    ball alone (it holds for every β, d, p; docs/accounting.md, "Every shift"), ∞ with the reason where that
+    is infinite too. Inputs are validated before the PRV runs, so ``error`` is numerical, never bad input."""
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    try:
+        with np.errstate(all="ignore"):  # the Rényi path checks its own numbers (infinite moments → ε = ∞)
+            eps, order = rdp_ball_epsilon(segs, delta)
+    except PRV_OUT_OF_RANGE as e2:
+        raise AccountingError(
+            f"cannot certify epsilon at beta={sorted({s.beta for s in segs})}, noise_multiplier="
+            f"{sorted({s.noise_multiplier for s in segs})}: the PRV composition failed ({reason}) and so did the "
+            f"Rényi bound ({e2}); lower beta or raise noise_multiplier") from None
+    details = {"prv_failed": reason, "rdp_order": order, "epsilon_rdp": eps}
+    if not math.isfinite(eps):
+        details["infinite_because"] = ("every Rényi order's moment of the privacy loss overflows at these settings "
+                                      "(the bound is infinite, not the privacy loss necessarily)")
+    return EpsilonReport(epsilon=eps, epsilon_lower=0.0, epsilon_estimate=eps, epsilon_upper=eps, delta=delta,
+                         mode="certified", scope="proven", method="rdp", details=details)
 
 
 def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_error: float = 0.01,
@@ -173,7 +214,7 @@ def compute_epsilon(
     steps: int,
     delta: float,
     beta: float = 2.0,
-    dim: int = 1,
+    dim: Optional[int] = None,
     clip_norm_p: Optional[float] = None,
     count_noise_multiplier: Optional[float] = None,
     mode: str = "certified",
@@ -182,7 +223,10 @@ def compute_epsilon(
     **paper_kwargs,
 ) -> EpsilonReport:
     """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history` (``count_noise_multiplier``:
-    each step also releases a noisy count, adaptive clipping's; :mod:`.history`)."""
+    each step also releases a noisy count, adaptive clipping's; :mod:`.history`).
+
+    ``dim`` (the number of noised coordinates d) is required unless β = 2 with p ≤ 2: everywhere else ε grows
+    with d, and ValueError says so (:func:`opacus_gg.validation.validate_dim`)."""
     return compute_epsilon_history(
         [(noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier)],
         delta,
@@ -200,7 +244,7 @@ def compute_delta(
     sample_rate: float,
     steps: int,
     beta: float = 2.0,
-    dim: int = 1,
+    dim: Optional[int] = None,
     clip_norm_p: Optional[float] = None,
     count_noise_multiplier: Optional[float] = None,
     eps_error: float = 0.01,
@@ -209,6 +253,7 @@ def compute_delta(
     PRV covers every shift (β = 2, d = 1, p = ∞), else the Rényi bound over the ℓp ball
     (:func:`.ball_rdp.rdp_ball_delta`).
 
+    ``dim`` is required unless β = 2 with p ≤ 2 (as in :func:`compute_epsilon`).
     σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
     T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
     """

@@ -178,14 +178,23 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
     return vals
 
 
-def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float) -> np.ndarray:
+def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+                     rounded: bool = False) -> np.ndarray:
     r"""Upper bounds on sup_{[U_i, U_{i+1}]} (g(u) − λu): min(G_{i+1} − λU_i, sup (K_{i+1} u^s − λu)).
 
     g ≤ G_{i+1} on the interval by monotonicity; g(u) ≤ K_{i+1} u^s there by :func:`quadratic_coefficient`
-    (K(a_s) bounds L_j(a)/a² for every a ≤ a_s).
+    (K(a_s) bounds L_j(a)/a² for every a ≤ a_s). ``rounded``: each of the two bounds is first raised by
+    1e-15 × the size of its own operands (a few ulps of its subtraction), so the min is an upper bound in
+    floating point too; the slack of a bound is never charged to the other (a huge K of an unused power
+    bound once inflated a bound by 10^49).
     """
     step = G[None, 1:] - lam[:, None] * U[None, :-1]
     power = _power_sup(lam, Kq[None, 1:], s, U[None, :-1], U[None, 1:])
+    if rounded:
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U[None, :-1])
+            power = power + 1e-15 * (Kq[None, 1:] * U[None, 1:] ** s + lam[:, None] * U[None, 1:])
+        power = np.where(np.isnan(power), np.inf, power)
     return np.minimum(step, power)
 
 
@@ -210,11 +219,9 @@ def _dual(
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
-    # Round up: each interval value by 1e-15 × the size of its operands (a few ulps of the subtraction),
-    # then λ m^p + d·max by a relative 1e-12.
-    v = _interval_values(np.array([lam]), G, Kq, U, s)[0]
-    size = np.abs(G[1:]) + lam * U[1:] + np.where(np.isfinite(Kq[1:]), Kq[1:], 0.0) * U[1:] ** s
-    bound = (lam * mp + dim * float(np.max(v + 1e-15 * size))) * (1.0 + _FP_SLACK)
+    # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
+    v = _interval_values(np.array([lam]), G, Kq, U, s, rounded=True)[0]
+    bound = (lam * mp + dim * float(np.max(v))) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
 
@@ -299,7 +306,7 @@ def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray
     when the worst shift spreads over many coordinates)."""
     by_value = loose[np.argsort(-e[loose])][: _SPLITS_PER_ROUND // 2]
     lo, hi = U[loose], U[loose + 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a ranking only: inf is fine
         step = np.where(lo > 0, G[loose + 1] / lo, np.inf)
         power = Kq[loose + 1] * np.maximum(np.where(lo > 0, lo ** (s - 1.0), np.inf if s < 1 else 0.0),
                                            hi ** (s - 1.0))

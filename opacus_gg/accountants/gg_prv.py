@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from opacus.accountants import IAccountant
 
-from ..validation import validate_beta, validate_clip_norm_p, validate_positive_int
+from ..validation import validate_beta, validate_clip_norm_p, validate_dim
 from .api import compute_epsilon_history, proven_epsilon_history
 from .history import append_step, parse_segment
 from .report import EpsilonReport
@@ -24,13 +24,17 @@ __all__ = ["GGPRVAccountant"]
 
 
 class GGPRVAccountant(IAccountant):
-    """Certified PRV accountant for β-DP-SGD; defaults (β, d, p) apply to steps that do not give them."""
+    """Certified PRV accountant for β-DP-SGD; defaults (β, d, p) apply to steps that do not give them.
 
-    def __init__(self, beta: float = 2.0, dim: int = 1, clip_norm_p: Optional[float] = None) -> None:
+    Used by the engine, every step carries the model's d (the optimizer hook). Used standalone, ``dim`` is
+    required wherever ε depends on it (β ≠ 2 or p > 2, :func:`opacus_gg.validation.validate_dim`): a step
+    without it raises ValueError saying why, rather than accounting d = 1 (the smallest ε of all)."""
+
+    def __init__(self, beta: float = 2.0, dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
         super().__init__()
         self.beta = validate_beta(beta)
-        self.dim = validate_positive_int(dim, "dim")
         self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
+        self.dim = None if dim is None else validate_dim(dim, self.beta, self.clip_norm_p)
 
     @classmethod
     def mechanism(cls) -> str:
@@ -106,5 +110,5 @@ class GGPRVAccountant(IAccountant):
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")
         if d is not None:
-            self.__init__(d.get("beta", 2.0), d.get("dim", 1), d.get("clip_norm_p"))
+            self.__init__(d.get("beta", 2.0), d.get("dim"), d.get("clip_norm_p"))
             self.history = [tuple(e) for e in state_dict["history"]]

@@ -2,7 +2,8 @@ r"""The one history type: segments of identical steps, parsed, validated and mer
 
 A history is a list of entries ``(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p[,
 count_noise_multiplier]])``; 3-tuples ``(σ, q, steps)`` (as Opacus's ``get_noise_multiplier`` writes them)
-take the defaults (β, d, p) of the caller (β = 2, d = 1, p = β unless given). Consecutive entries with the
+take the defaults (β, d, p) of the caller (β = 2, p = β unless given; d must be given wherever ε depends on
+it, :func:`opacus_gg.validation.validate_dim`, and is 1 elsewhere). Consecutive entries with the
 same (σ, q, β, d, p, σ_c) are one segment of ``steps`` identical steps.
 
 ``count_noise_multiplier`` σ_c (optional, None: no count): the step also releases a count of sensitivity Δ
@@ -20,16 +21,18 @@ from typing import List, Optional, Sequence, Tuple
 from ..validation import (
     validate_beta,
     validate_clip_norm_p,
+    validate_dim,
     validate_noise_multiplier,
     validate_positive,
-    validate_positive_int,
     validate_sample_rate,
+    validate_steps,
 )
 
 __all__ = ["Segment", "PairSegment", "parse_segment", "normalize_history", "append_step", "DEFAULTS"]
 
-#: (beta, dim, clip_norm_p) for entries that do not give them (p = None means p = β)
-DEFAULTS: Tuple[float, int, Optional[float]] = (2.0, 1, None)
+#: (beta, dim, clip_norm_p) for entries that do not give them (p = None means p = β; d = None means "required
+#: where ε depends on d, else 1")
+DEFAULTS: Tuple[float, Optional[int], Optional[float]] = (2.0, None, None)
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,11 @@ def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] 
     entry = list(entry) + [None] * (7 - len(entry))
     sigma, q, steps, beta, dim, p, count = entry
     beta = validate_beta(defaults[0] if beta is None else beta)
-    dim = validate_positive_int(defaults[1] if dim is None else dim, "dim")
     p = validate_clip_norm_p(defaults[2] if p is None else p, beta)
+    dim = validate_dim(defaults[1] if dim is None else dim, beta, p)
     sigma = validate_noise_multiplier(sigma)  # σ = 0 (no noise) is a valid step, with ε = ∞
     q = validate_sample_rate(q)
-    steps = validate_positive_int(steps, "steps")
+    steps = validate_steps(steps)
     count = None if count is None else validate_positive(count, "count_noise_multiplier")
     return Segment(float(sigma), float(q), steps, float(beta), dim, float(p), count)
 

@@ -11,16 +11,10 @@ import math
 import warnings
 from typing import Callable, Optional
 
-from ..validation import (
-    validate_beta,
-    validate_clip_norm_p,
-    validate_delta,
-    validate_epsilon,
-    validate_positive_int,
-    validate_sample_rate,
-)
+from ..validation import validate_delta, validate_epsilon, validate_positive, validate_sample_rate
 from ..steps import steps_for_epochs
-from .api import compute_epsilon, proven_epsilon_history
+from .api import MODES, compute_epsilon, proven_epsilon_history
+from .history import parse_segment
 
 __all__ = ["get_noise_multiplier", "solver_epsilon"]
 
@@ -33,7 +27,7 @@ def get_noise_multiplier(
     steps: Optional[int] = None,
     epochs: Optional[float] = None,
     beta: float = 2.0,
-    dim: int = 1,
+    dim: Optional[int] = None,
     clip_norm_p: Optional[float] = None,
     count_noise_multiplier: Optional[float] = None,
     mode: str = "certified",
@@ -48,6 +42,8 @@ def get_noise_multiplier(
     Returns the σ at the safe end of the bracket, so ε(σ) ≤ target_epsilon always holds (for the same
     eps_error) and target_epsilon − ε(σ) ≤ epsilon_tolerance unless σ hits ``sigma_min``. Settings the
     numerics refuse are treated as ε = ∞ (the safe side). ValueError if even ``sigma_max`` misses the target.
+    Every argument is validated before the first accountant run (``dim`` is required unless β = 2 with p ≤ 2,
+    :func:`opacus_gg.validation.validate_dim`), so bad input is one clear error, never "unreachable".
     The default tolerance 0.002 lands within the 0.005 of the target that Opacus's own engine test
     (``test_make_private_with_epsilon``, two decimal places) expects of the ε after training.
     ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
@@ -61,10 +57,13 @@ def get_noise_multiplier(
         raise ValueError("get_noise_multiplier takes exactly one of steps or epochs")
     if steps is None:  # the steps training runs (never fewer): opacus_gg.steps.steps_for_epochs
         steps = steps_for_epochs(epochs, sample_rate=sample_rate)
-    steps = validate_positive_int(steps, "steps")
-    epsilon_tolerance = float(epsilon_tolerance)
-    if not (epsilon_tolerance > 0):
-        raise ValueError(f"epsilon_tolerance must be > 0, got {epsilon_tolerance!r}")
+    # (σ, q, T, β, d, p) validated as the accountant will parse them, at a σ inside the search range
+    seg = parse_segment((1.0, sample_rate, steps, beta, dim, clip_norm_p))
+    steps, beta, dim, clip_norm_p = seg.steps, seg.beta, seg.dim, seg.clip_norm_p
+    epsilon_tolerance = validate_positive(epsilon_tolerance, "epsilon_tolerance")
+    eps_error = validate_positive(eps_error, "eps_error")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
     def eps(sigma: float) -> float:
         try:
@@ -81,7 +80,6 @@ def get_noise_multiplier(
             progress(sigma, e)
         return e
 
-    validate_clip_norm_p(clip_norm_p, validate_beta(beta))  # bad input fails here, not as ε = ∞
     hi = 1.0
     e_hi = eps(hi)
     lo = None

@@ -20,9 +20,13 @@ import warnings
 from typing import Any, Callable, List, Optional, Sequence
 
 from opacus_gg.validation import (
+    DIM_MAX,
+    STEPS_MAX,
+    dim_matters,
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
+    validate_dim,
     validate_positive,
     validate_positive_int,
     validate_sample_rate,
@@ -76,6 +80,10 @@ def _checked(validator: Callable[..., Any], what: str) -> Callable[[str], Any]:
 
 #: argparse ``type=`` converters, one per range, each backed by :mod:`opacus_gg.validation`
 positive_int = _checked(lambda text, what: validate_positive_int(_int(text, what), what), "the value")
+steps_value = _checked(lambda text, what: validate_positive_int(_int(text, what), what, maximum=STEPS_MAX),
+                       "the value")  # T ∈ [1, STEPS_MAX]
+dim_value = _checked(lambda text, what: validate_positive_int(_int(text, what), what, maximum=DIM_MAX),
+                     "the value")  # d ∈ [1, DIM_MAX]
 positive_float = _checked(validate_positive, "the value")  # a finite number > 0
 beta_value = _checked(validate_beta, "β")  # the GG shape β: a finite number ≥ 1
 probability = _checked(validate_delta, "δ")  # δ ∈ (0, 1)
@@ -90,25 +98,13 @@ def _int(text: str, what: str) -> int:
         raise ValueError(f"{what} must be an integer ≥ 1, got {text!r}") from None
 
 
-def dim_matters(beta: float, clip_norm_p: Optional[float]) -> bool:
-    """Whether ε depends on the number d of noised coordinates: everywhere except β = 2 with p ≤ 2.
-
-    At β = 2 the privacy loss depends on the shift only through its ℓ2 norm, and ‖Δ‖₂ ≤ ‖Δ‖_p ≤ C for p ≤ 2,
-    so the one-coordinate shift is the worst case whatever d is. Otherwise a shift spread over many coordinates
-    can be worse (p = ∞: every coordinate moves by C; β ≠ 2: the loss is not a function of ‖Δ‖₂), and ε grows
-    with d, so a default d = 1 would under-report ε.
-    """
-    p = beta if clip_norm_p is None else clip_norm_p
-    return not (beta == 2 and p <= 2)
-
-
 def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], flag: str = "--dim") -> None:
-    """Refuse a missing ``--dim`` when ε depends on it (:func:`dim_matters`); CLIError says why."""
-    p = beta if clip_norm_p is None else clip_norm_p
-    if dim is None and dim_matters(beta, clip_norm_p):
-        raise CLIError(f"{flag} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the "
-                       f"number of noised coordinates (only beta=2 with p<=2 does not depend on it); pass "
-                       f"{flag} <number of trainable parameters>")
+    """Refuse a missing ``--dim`` when ε depends on it (:func:`opacus_gg.validation.dim_matters`, the API's rule);
+    CLIError says why."""
+    try:
+        validate_dim(dim, beta, clip_norm_p, flag)
+    except ValueError as e:
+        raise CLIError(str(e).replace(f"pass {flag}=", f"pass {flag} ")) from None
 
 
 def dumps_json(obj: Any) -> str:
@@ -136,9 +132,9 @@ def add_mechanism_args(p: argparse.ArgumentParser) -> None:
     """The options that define the subsampled GG mechanism's history: β, q, T, δ, d, p."""
     p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
     p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=positive_int, required=True, help="number of steps T ≥ 1")
+    p.add_argument("--steps", type=steps_value, required=True, help=f"number of steps T in [1, {STEPS_MAX:.0e}]")
     p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
-    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--dim", type=dim_value, default=None, help=DIM_HELP)
     p.add_argument("--clip-norm-p", type=norm_p, default=None,
                    help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
 

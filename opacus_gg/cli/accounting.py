@@ -25,13 +25,14 @@ from . import (
     DIM_HELP,
     CLIError,
     add_mechanism_args,
+    dim_value,
     dumps_json,
     needs_dim,
     norm_p,
     positive_float,
-    positive_int,
     probability,
     rate,
+    steps_value,
 )
 
 __all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
@@ -44,7 +45,7 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
                 steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p)
 
 
-def _reword(e: ValueError) -> CLIError:
+def _reword(e: Exception) -> CLIError:
     """The accountant's numerical refusals in words a user can act on."""
     text = str(e)
     if "truncated mass" in text or "too large" in text and "mass" in text:
@@ -67,7 +68,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     try:
         rep = compute_epsilon(noise_multiplier=args.noise_multiplier, mode=args.mode, eps_error=args.eps_error,
                               **kw, **paper)
-    except ValueError as e:
+    except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
     if args.json:
         out = {**scope_fields(rep), "epsilon_lower": rep.epsilon_lower, "epsilon_upper": rep.epsilon_upper,
@@ -114,7 +115,7 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
                                            eps_error=args.eps_error, progress=_progress_line(args.target_epsilon),
                                            **kw))
         rep = compute_epsilon(noise_multiplier=sigma, delta=delta, mode=args.mode, eps_error=args.eps_error, **kw)
-    except ValueError as e:
+    except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
     sys.stderr.write(f"solved in {time.perf_counter() - t0:.1f} s\n")
     if args.json:
@@ -195,9 +196,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--betas", default="1,1.5,2,3", help="comma-separated β values")
     p.add_argument("--sigmas", default="0.5:4:6", help="'start:stop:num' or a comma list of σ")
     p.add_argument("--sample-rate", type=rate, default=1.0, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=positive_int, default=1, help="number of steps T")
+    p.add_argument("--steps", type=steps_value, default=1, help="number of steps T")
     p.add_argument("--delta", type=probability, default=1e-5, help="δ in (0, 1)")
-    p.add_argument("--dim", type=positive_int, default=None, help=DIM_HELP)
+    p.add_argument("--dim", type=dim_value, default=None, help=DIM_HELP)
     p.add_argument("--clip-norm-p", type=norm_p, default=None, help="ℓp clipping norm (default: β)")
     p.add_argument("--eps-error", type=positive_float, default=0.01, help="ε discretization error")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",

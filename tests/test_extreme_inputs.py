@@ -1,0 +1,98 @@
+"""Extreme but valid inputs, and the dimension d: every accepted input gives a finite proven ε, ∞ with its
+reason, or one clear error naming the parameter and its allowed range (Python: ValueError / AccountingError;
+CLI: one line on stderr, exit 2, no warning leaked). Issue 19, items 7 and 8."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+
+from opacus_gg import validation as V
+from opacus_gg.accountants import GGPRVAccountant, compute_delta, compute_epsilon, compute_epsilon_history
+from opacus_gg.accountants import get_noise_multiplier
+from opacus_gg.accountants.ball_rdp import log_moment_upper, rdp_ball_epsilon
+
+SETTING = dict(sample_rate=0.01, steps=100, delta=1e-5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: compute_epsilon(noise_multiplier=1.0, beta=1.5, **SETTING),
+    lambda: compute_epsilon(noise_multiplier=1.0, beta=2.0, clip_norm_p=3.0, **SETTING),
+    lambda: compute_delta(epsilon=1.0, noise_multiplier=1.0, sample_rate=0.01, steps=100, beta=3.0),
+    lambda: compute_epsilon_history([(1.0, 0.01, 100, 1.5)], 1e-5),
+    lambda: get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.01, steps=100, beta=1.5),
+    lambda: GGPRVAccountant(beta=1.5).step(noise_multiplier=1.0, sample_rate=0.01),
+])
+def test_the_api_asks_for_dim_wherever_epsilon_depends_on_it(call):
+    with pytest.raises(ValueError, match=r"dim is required for beta=.*epsilon grows with the number of noised"):
+        call()
+
+
+def test_dim_is_optional_exactly_where_epsilon_does_not_depend_on_it():
+    """β = 2 with p ≤ 2: the one-coordinate shift is the worst case (the CLI's rule, one function)."""
+    assert V.dim_matters(2.0, None) is False and V.dim_matters(2.0, 1.5) is False
+    assert V.dim_matters(2.0, 3.0) and V.dim_matters(1.5, None) and V.dim_matters(2.0, math.inf)
+    e_none = compute_epsilon(noise_multiplier=1.0, **SETTING).epsilon
+    assert e_none == compute_epsilon(noise_multiplier=1.0, dim=10**6, **SETTING).epsilon
+    acc = GGPRVAccountant()  # the engine's construction: β = 2, d from the optimizer's hook
+    acc.step(noise_multiplier=1.0, sample_rate=0.01)
+    assert acc.get_epsilon(1e-5) > 0
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(dim=1e308), "dim"), (dict(dim=10**16), "dim"), (dict(dim=2.5), "dim"),
+    (dict(beta=1e308, dim=1), "beta"), (dict(noise_multiplier=1e-300), "noise_multiplier"),
+    (dict(noise_multiplier=1e300), "noise_multiplier"), (dict(steps=1e308), "steps"),
+])
+def test_out_of_range_inputs_are_one_error_naming_the_parameter_and_its_range(kwargs, name):
+    kw = dict(noise_multiplier=1.0, beta=2.0, **SETTING)
+    kw.update(kwargs)
+    with pytest.raises(ValueError, match=rf"^{name} must be .*(\[|≥)"):
+        compute_epsilon(**kw)
+
+
+def test_bounds_of_the_other_validators():
+    with pytest.raises(ValueError, match=r"rectify_bound must be None or a number in \(0, 1e\+30\]"):
+        V.validate_rectify_bound(1e308)
+    with pytest.raises(ValueError, match="epochs must give at most"):
+        get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.01, epochs=1e308)
+
+
+def test_solver_validates_before_it_searches():
+    """A bad dim used to be swallowed as ε = ∞ and reported 'unreachable' after 14 accountant runs."""
+    runs = []
+    with pytest.raises(ValueError, match="^dim must be"):
+        get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.01, steps=100, beta=1.5,
+                             dim=0, progress=lambda s, e: runs.append(s))
+    assert runs == []
+
+
+def test_large_beta_many_coordinates_is_a_true_bound_not_an_overflow_artefact():
+    """β = 10, σ = 10, d = 100 printed ε = 1.35e51: the rounding slack of the dual charged a huge unused
+    quadratic coefficient (K ~ 1e64) to every interval. The bound is now within a small factor of the worst
+    equal spread at order 2 (which it must bound from above)."""
+    from opacus_gg.accountants.ball_rdp import ball_log_moment
+
+    s2 = ball_log_moment(2, 10.0, 10.0, 100, 10.0)
+    spreads = max(k * log_moment_upper(2, 0.1 * k ** -0.1, 10.0) for k in (1, 2, 5, 10, 25, 50, 100))
+    assert spreads <= s2 <= 1.05 * spreads
+    eps, _ = rdp_ball_epsilon([(10.0, 0.01, 100, 10.0, 100, 10.0)], 1e-5)
+    assert 1.14 <= eps <= 20  # ≥ the d = 1 PRV value 1.144; was 1.35e51
+
+
+@pytest.mark.parametrize("argv", [
+    ["--beta", "1e308", "--dim", "1"],
+    ["--beta", "1.5", "--dim", "1e308"],
+    ["--beta", "1.5", "--dim", "1000000000000000000000000000000"],
+    ["--beta", "2", "--steps", "10000000000000"],
+])
+def test_cli_extreme_arguments_are_one_line_exit_2(cli, argv):
+    base = {"--noise-multiplier": "1", "--sample-rate": "0.01", "--steps": "100", "--delta": "1e-5"}
+    for k, v in zip(argv[::2], argv[1::2]):
+        base[k] = v
+    args = ["epsilon"] + [x for kv in base.items() for x in kv]
+    code, out, err = cli(args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
