@@ -199,7 +199,7 @@ def test_combine_fields():
     assert br.combine(proven, 2.0) is proven
     out = br.combine(_prv_report("equal_spreads", 1.0), 1.25, 12.0)
     assert (out.epsilon, out.scope, out.method, out.epsilon_equal_spreads) == (1.25, "proven", "rdp", 1.0)
-    assert out.details["rdp_order"] == 12.0 and "1.2500 (proven" in out.summary() and "1.0000 (over equal" in out.summary()
+    assert out.details["rdp_order"] == 12.0 and "1.2500 (proven" in out.summary() and "1.0000 (over equal" in str(out)
     out = br.combine(_prv_report("equal_spreads", 1.5), 1.25)
     assert out.epsilon == 1.25 and out.epsilon_equal_spreads is None
     assert is_certified(2.0, 10, 1.5) and is_certified(1.5, 1, 1.5) and is_certified(3.0, 9, math.inf)

@@ -85,10 +85,11 @@ def test_epsilon_json_certified_beta2_matches_opacus(capsys):
 
     assert main(EPS + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("epsilon", "epsilon_lower", "epsilon_upper", "mode", "certified", "delta", "direction", "shape_k"):
+    for key in ("epsilon", "prv_bracket", "mode", "certified", "delta", "worst_direction", "worst_shape_k"):
         assert key in out
     assert out["mode"] == "certified" and out["certified"] is True
-    assert out["epsilon"] == out["epsilon_upper"] >= out["epsilon_lower"]
+    assert out["prv_bracket"]["scope"] == "proven"  # at β = 2 the PRV bound is the published ε
+    assert out["epsilon"] == out["prv_bracket"]["upper"] >= out["prv_bracket"]["lower"]
     acc = PRVAccountant()
     acc.history = [(1.0, 0.01, 100)]
     assert abs(out["epsilon"] - acc.get_epsilon(1e-5)) < 0.05
@@ -99,6 +100,32 @@ def test_epsilon_json_clip_norm_default_and_inf(capsys):
     assert json.loads(capsys.readouterr().out)["clip_norm_p"] == 2.0  # default p = beta
     assert main(EPS + ["--clip-norm-p", "inf", "--dim", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["clip_norm_p"] == "inf"
+
+
+def test_json_keys_explain_themselves_and_no_upper_end_is_below_what_it_bounds(capsys):
+    # β = 1.5, d > 1: the published ε is the proven Rényi bound; the PRV runs over equal spreads beside it and its
+    # upper end is below ε, so it is named for what it brackets (scope "equal_spreads"), not "epsilon_upper"
+    argv = ["epsilon", "--beta", "1.5", "--dim", "2410", "--noise-multiplier", "1", "--sample-rate", "0.01",
+            "--steps", "100", "--delta", "1e-5", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not {"epsilon_lower", "epsilon_upper", "epsilon_estimate"} & set(out)
+    assert out["epsilon_method"] == "rdp" and "Rényi" in out["epsilon_method_text"]
+    b = out["prv_bracket"]
+    assert b["scope"] == "equal_spreads" and b["lower"] <= b["estimate"] <= b["upper"] <= out["epsilon"]
+
+
+def test_default_line_is_short_and_verbose_has_the_rest(capsys):
+    argv = ["epsilon", "--beta", "1.5", "--dim", "2410", "--noise-multiplier", "1", "--sample-rate", "0.01",
+            "--steps", "100", "--delta", "1e-5"]
+    assert main(argv) == 0
+    line = capsys.readouterr().out.rstrip("\n")
+    assert "\n" not in line and len(line) <= 160 and "(proven upper bound for every shift)" in line
+    assert "[GG accountant: Rényi bound over the ℓp ball]" in line and "equal spreads" not in line
+    assert main(argv + ["--verbose"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == line and all(len(x) <= 160 for x in lines)
+    assert any("over equal spreads" in x for x in lines[1:]) and any("worst case" in x for x in lines[1:])
 
 
 def test_epsilon_human_readable_rounds_up(capsys):
@@ -159,7 +186,7 @@ def test_beta3_prints_the_proven_bound_and_labels_the_equal_spread_one(capsys):
     js = json.loads(capsys.readouterr().out)
     assert js["epsilon_scope"] == "proven" and js["certified"] is True and js["epsilon_method"] == "rdp"
     assert js["epsilon_equal_spreads"] < js["epsilon"] and js["epsilon_equal_spreads_scope"] == "equal_spreads"
-    assert main(argv) == 0
+    assert main(argv + ["--verbose"]) == 0
     text = capsys.readouterr().out
     assert "Monte Carlo" not in text and "dim = 50" in text
     assert f"{fmt_up(js['epsilon'])} ({SCOPE_TEXT['proven']})" in text

@@ -13,17 +13,23 @@ Scopes (what a number is, stated once; every printout and JSON file uses these w
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ..formatting import DIGITS, fmt_down, fmt_up
 
-__all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "format_epsilon", "scope_fields"]
+__all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "METHOD_TEXT", "format_epsilon", "scope_fields"]
 
 SCOPES = ("proven", "equal_spreads", "estimate")
 SCOPE_TEXT: Dict[str, str] = {
     "proven": "proven upper bound for every shift",
     "equal_spreads": "over equal spreads: worst case found by search, not proven",
     "estimate": "estimate, NOT a guarantee",
+}
+#: what produced a report's published ε (``EpsilonReport.method``), as printed beside it
+METHOD_TEXT: Dict[str, str] = {
+    "prv": "GG accountant: PRV",
+    "rdp": "GG accountant: Rényi bound over the ℓp ball",
+    "paper": "paper mode: sampled one-hot PRV",
 }
 
 
@@ -73,21 +79,43 @@ class EpsilonReport:
         return {**asdict(self), **scope_fields(self)}
 
     def summary(self, digits: int = DIGITS, dim: Optional[Any] = None) -> str:
-        """One line, ``epsilon = <ε> (<scope text>) at delta = δ, dim = d``, plus the equal-spread ε when there
-        is one; ``dim`` defaults to ``details["dim"]`` (omitted when neither is known)."""
+        """The one line to show (≤ 160 characters): ``epsilon = <ε> (<scope text>) at delta = δ, dim = d [<what
+        produced it>]``; ``dim`` defaults to ``details["dim"]`` (omitted when neither is known). The rest is in
+        :meth:`verbose_lines`."""
         dim = self.details.get("dim") if dim is None else dim
         where = f" at delta = {self.delta:g}" + (f", dim = {dim}" if dim is not None else "")
-        text = f"epsilon = {format_epsilon(self.epsilon, self.scope, digits)}{where}"
+        return f"epsilon = {format_epsilon(self.epsilon, self.scope, digits)}{where} [{self.method_text}]"
+
+    @property
+    def method_text(self) -> str:
+        """What produced ``epsilon`` (:data:`METHOD_TEXT`)."""
+        return METHOD_TEXT.get(self.method, self.method)
+
+    def prv_bracket(self) -> Dict[str, Any]:
+        """The PRV computation's lower end, estimate and upper end, and the scope of that upper end: ``epsilon``
+        itself when ``method`` is "prv" (or "paper"), else the PRV over every equal spread ("equal_spreads")
+        that runs beside the published Rényi bound, which its upper end may be below."""
+        scope = self.scope if self.method in ("prv", "paper") else "equal_spreads"
+        return {"lower": self.epsilon_lower, "estimate": self.epsilon_estimate, "upper": self.epsilon_upper,
+                "scope": scope}
+
+    def verbose_lines(self, digits: int = DIGITS) -> List[str]:
+        """The details behind :meth:`summary`, one indented line each: the equal-spread ε (when smaller), the PRV
+        computation's bracket and what it brackets, and the worst case found."""
+        lines = []
         if self.epsilon_equal_spreads is not None:
-            text += f"; {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}"
-        return text
+            lines.append(f"  also: {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}")
+        b = self.prv_bracket()
+        what = "sampled PRV (paper mode)" if self.method == "paper" else (
+            "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
+        lines.append(f"  {what}: lower {fmt_down(b['lower'], digits)}, estimate {b['estimate']:.{digits}f}, "
+                     f"upper {fmt_up(b['upper'], digits)}")
+        if self.method != "paper":
+            lines.append(f"  worst case: {self.direction} direction, shift spread over {self.shape_k} coordinate(s)")
+        return lines
 
     def __str__(self) -> str:
-        return (
-            f"{self.summary()} [PRV lower {fmt_down(self.epsilon_lower)}, estimate {self.epsilon_estimate:.{DIGITS}f}, "
-            f"upper {fmt_up(self.epsilon_upper)}; method={self.method}, mode={self.mode}, "
-            f"direction={self.direction}, worst shape k={self.shape_k}]"
-        )
+        return "\n".join([self.summary(), *self.verbose_lines()])
 
 
 def scope_fields(report: EpsilonReport) -> Dict[str, Any]:
@@ -98,6 +126,7 @@ def scope_fields(report: EpsilonReport) -> Dict[str, Any]:
         "epsilon_scope_text": SCOPE_TEXT[report.scope],
         "certified": report.certified,
         "epsilon_method": report.method,
+        "epsilon_method_text": report.method_text,
         "epsilon_equal_spreads": report.epsilon_equal_spreads,
     }
     if report.epsilon_equal_spreads is not None:

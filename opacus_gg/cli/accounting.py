@@ -62,7 +62,6 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
         raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
     from ..accountants import compute_epsilon
     from ..accountants.report import scope_fields
-    from ..formatting import DIGITS, fmt_down, fmt_up
 
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
     try:
@@ -71,18 +70,16 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
     if args.json:
-        out = {**scope_fields(rep), "epsilon_lower": rep.epsilon_lower, "epsilon_upper": rep.epsilon_upper,
-               "epsilon_estimate": rep.epsilon_estimate, "mode": rep.mode, "direction": rep.direction,
-               "shape_k": rep.shape_k, "noise_multiplier": args.noise_multiplier, **kw}
+        out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
+               "worst_direction": rep.direction, "worst_shape_k": rep.shape_k,
+               "noise_multiplier": args.noise_multiplier, **kw}
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
         print(dumps_json(out))
         return 0
-    bracket = (f"sampled-PRV bracket {fmt_down(rep.epsilon_lower)} .. {fmt_up(rep.epsilon_upper)}"
-               if rep.mode == "paper" else
-               f"PRV lower {fmt_down(rep.epsilon_lower)}, estimate {rep.epsilon_estimate:.{DIGITS}f}; worst case: "
-               f"{rep.direction} direction, shift spread over {rep.shape_k} coordinate(s)")
-    print(f"{rep.summary(dim=kw['dim'])} [{bracket}]")
+    print(rep.summary(dim=kw["dim"]))
+    if args.verbose:
+        print("\n".join(rep.verbose_lines()))
     return 0
 
 
@@ -126,7 +123,8 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
         print(dumps_json(out))
         return 0
     print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
-          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}); at this sigma: {rep.summary(dim=kw['dim'])}")
+          f"q = {kw['sample_rate']:g}, steps = {kw['steps']})")
+    print(f"at this sigma: {rep.summary(dim=kw['dim'])}")
     return 0
 
 
@@ -180,6 +178,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n-samples", type=int, default=10**6, help="paper mode: Monte Carlo samples (≥ 1000)")
     p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed")
     p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print the equal-spread ε, the PRV computation's bracket and the worst case found")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser("noise-multiplier", help="σ for a target ε",

@@ -27,7 +27,7 @@ def compare_epsilons(
     paper = compute_epsilon(mode="paper", **common)
     return {
         "accountant": {"epsilon": float(cert.epsilon), "certified": bool(cert.certified), "scope": cert.scope,
-                      "label": "GG PRV accountant", "shape_k": cert.shape_k, "direction": cert.direction,
+                      "label": cert.method_text, "shape_k": cert.shape_k, "direction": cert.direction,
                       "epsilon_equal_spreads": cert.epsilon_equal_spreads},
         "paper": {"epsilon": float(paper.epsilon), "certified": bool(paper.certified), "scope": paper.scope,
                   "label": "paper mode (one-hot shift, GG paper)"},
