@@ -140,8 +140,8 @@ class GGPrivacyEngine(PrivacyEngine):
         r"""Validate and normalise the arguments shared by ``make_private`` and ``make_private_with_epsilon``.
 
         * β ≥ 1, p ∈ [1, ∞] (None → β), clipping ∈ {flat, per_layer, adaptive, ghost}; ghost clipping and
-          ``grad_sample_mode`` "ghost"/"ghost_fsdp" only at β = p = 2; adaptive (any β, p) only with ``gg_prv``,
-          the accountant that sees its noisy count.
+          ``grad_sample_mode`` "ghost"/"ghost_fsdp" only with p = 2 (any β); adaptive (any β, p) only with
+          ``gg_prv``, the accountant that sees its noisy count.
         * ``clipping="ghost"`` → ("flat", grad_sample_mode="ghost") (Opacus's ghost clipping).
         * per-layer: a list of L numbers > 0 (one per trainable tensor), or one total C split as
           C_l = C · L^(−1/p) (:func:`split_max_grad_norm`, total ℓp sensitivity C).
@@ -248,7 +248,7 @@ class GGPrivacyEngine(PrivacyEngine):
         """Opacus ``make_private`` plus ``beta`` (GG shape, ≥ 1), ``clip_norm_p`` (ℓp clipping norm,
         default β) and ``rectify_bound`` (clamp each noisy-sum coordinate to [−a, a], before the
         division by expected_batch_size; post-processing). ``clipping="ghost"`` is a shorthand for
-        Opacus's ghost clipping (β = 2 only); with ``clipping="per_layer"`` a single ``max_grad_norm``
+        Opacus's ghost clipping (clip_norm_p = 2, any β); with ``clipping="per_layer"`` a single ``max_grad_norm``
         is the total ℓp sensitivity C, split as C_l = C·L^(−1/p). Returns what Opacus returns."""
         c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
                                   beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,

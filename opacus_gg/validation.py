@@ -229,13 +229,14 @@ def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_
 
 
 def validate_clipping(clipping: str, beta: float, clip_norm_p: float, name: str = "clipping") -> str:
-    """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; ghost is ℓ2/Gaussian-only (β = p = 2), adaptive takes
-    every β and p."""
+    """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; ghost clipping needs p = 2 (its norms are ℓ2; any β:
+    the GG noise is added after clipping), adaptive takes every β and p."""
     if clipping not in CLIPPING_MODES:
         raise ValueError(f"{name} must be one of {CLIPPING_MODES}, got {clipping!r}")
-    if clipping == "ghost" and (beta != 2.0 or clip_norm_p != 2.0):
+    if clipping == "ghost" and clip_norm_p != 2.0:
         raise ValueError(
-            f"{name}={clipping!r} is ℓ2/Gaussian-specific and is only supported with beta=2 and "
-            f"clip_norm_p=2 (got beta={beta}, clip_norm_p={clip_norm_p}); use clipping='flat' or 'per_layer'"
+            f"{name}={clipping!r} computes ℓ2 per-sample norms (Opacus's ghost norms), so it needs "
+            f"clip_norm_p=2 (got clip_norm_p={clip_norm_p}; the default is beta): pass clip_norm_p=2 (any beta: "
+            "the GG noise is added after clipping), or use clipping='flat'/'per_layer' for ℓp clipping"
         )
     return clipping

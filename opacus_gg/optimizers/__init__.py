@@ -20,6 +20,7 @@ from opacus.optimizers import (
     DPPerLayerOptimizer,
     FSDPOptimizerFastGradientClipping,
 )
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 
 from .adaptive import GGAdaClipDPOptimizer, GGAdaClipMixin
 from .base import GGClipMixin, GGNoiseMixin, GGParamsMixin
@@ -83,36 +84,67 @@ class GGSimpleDistributedPerLayerOptimizer(
         self._no_rectify()
 
 
-def _require_gaussian_l2(self: GGParamsMixin, what: str) -> None:
-    if self.beta != 2.0 or self.clip_norm_p != 2.0 or self.rectify_bound is not None:
+def _require_l2(self: GGParamsMixin) -> None:
+    if self.clip_norm_p != 2.0 or self.rectify_bound is not None:
         raise ValueError(
-            f"{what} is ℓ2/Gaussian-specific: it needs beta=2, clip_norm_p=2 and rectify_bound=None "
-            f"(got beta={self.beta}, clip_norm_p={self.clip_norm_p}, rectify_bound={self.rectify_bound})"
+            "ghost clipping computes ℓ2 per-sample norms (Opacus's ghost norms): it needs clip_norm_p=2 and "
+            f"rectify_bound=None, with any beta (got clip_norm_p={self.clip_norm_p}, "
+            f"rectify_bound={self.rectify_bound})"
         )
 
 
-class GGDPOptimizerFastGradientClipping(GGParamsMixin, DPOptimizerFastGradientClipping):
-    """Ghost clipping (Opacus's, unchanged); only β = 2 with ℓ2 clipping."""
+class _GGGhostNoise(DPOptimizerFastGradientClipping):
+    """Opacus's ghost-clipping step (the model's backward already holds the ℓ2-clipped sum) with GG(β, σC)
+    noise for β ≠ 2; at β = 2 Opacus's Gaussian noise, unchanged."""
+
+    def add_noise(self) -> None:
+        r"""p.grad = ĝ + Z, Z ~ GG(β, σC)^{⊗ shape} (one draw for all parameters, :meth:`_noise_like`)."""
+        if self.beta == 2.0:
+            super().add_noise()
+            return
+        for p in self.params:
+            _check_processed_flag(p.summed_grad)
+        noise = self._noise_like([p.summed_grad for p in self.params], self.noise_multiplier * self.max_grad_norm)
+        for p, z in zip(self.params, noise):
+            p.grad = (p.summed_grad + z).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+
+class GGDPOptimizerFastGradientClipping(GGParamsMixin, _GGGhostNoise):
+    """Ghost clipping (Opacus's ℓ2 clipping, ``grad_sample_mode="ghost"``) + GG noise: clip_norm_p = 2, any β."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_gaussian_l2(self, "ghost clipping")
+        _require_l2(self)
 
 
-class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPOptimizerFastGradientClipping):
-    """Distributed ghost clipping (Opacus's, unchanged); only β = 2 with ℓ2 clipping."""
+class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPOptimizerFastGradientClipping, _GGGhostNoise):
+    """Distributed ghost clipping + GG noise (rank 0 only, as Opacus's); clip_norm_p = 2, any β."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_gaussian_l2(self, "ghost clipping")
+        _require_l2(self)
 
 
 class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradientClipping):
-    """FSDP ghost clipping (Opacus's ``grad_sample_mode="ghost_fsdp"``, unchanged); only β = 2 with ℓ2 clipping."""
+    """FSDP ghost clipping (Opacus's ``grad_sample_mode="ghost_fsdp"``) + GG noise; clip_norm_p = 2, any β."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_gaussian_l2(self, "ghost clipping")
+        _require_l2(self)
+
+    def add_noise(self) -> None:
+        r"""As Opacus's FSDP step: each rank adds noise shaped like the full parameter to its shards
+        (``implicit_replication``), divided by the world size for ``loss_reduction="mean"``; GG(β, σC) for
+        β ≠ 2."""
+        if self.beta == 2.0:
+            super().add_noise()
+            return
+        noise = self._noise_like([p.grad for p in self.params], self.noise_multiplier * self.max_grad_norm)
+        for p, z in zip(self.params, noise):
+            if self.loss_reduction == "mean":
+                z = z / self.world_size
+            p.grad = (self.grad_state[p]["summed_grad"] + z).view_as(p)
 
 
 def get_gg_optimizer_class(clipping: str, distributed: bool, grad_sample_mode: Optional[str] = None) -> Type[DPOptimizer]:

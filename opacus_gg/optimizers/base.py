@@ -89,6 +89,34 @@ class GGParamsMixin(DPOptimizer):
         """Number of noised coordinates d = Σ numel over trainable parameters."""
         return int(sum(p.numel() for p in self.params))
 
+    def _draw(self, total: int, scale: float, ref: torch.Tensor) -> torch.Tensor:
+        """``total`` GG(β, scale) draws on ``ref``'s device (zeros at scale 0); on the accelerator path the
+        sampler's exact finish is deferred to this step's :meth:`_settle`."""
+        if scale == 0:
+            return torch.zeros(total, device=ref.device, dtype=ref.dtype)
+        kw = dict(generator=self.generator, device=ref.device, dtype=ref.dtype)
+        if not uses_accelerator_path(ref.device):
+            return distribution.sample(total, self.beta, scale, **kw)
+        flat, finisher = distribution.sample_deferred(total, self.beta, scale, **kw)
+        self._step_checks.append((finisher.pending, finisher.finish))
+        return flat
+
+    def _noise_like(self, refs: List[torch.Tensor], scale: float) -> List[torch.Tensor]:
+        """GG(β, scale) noise shaped like each of ``refs`` (β ≠ 2): one draw per (device, dtype) of all their
+        entries, then this step's checks settled (:meth:`_settle`); views of the draws, in ``refs``' dtypes."""
+        groups: Dict[tuple, List[int]] = {}
+        for i, r in enumerate(refs):
+            groups.setdefault((r.device, r.dtype), []).append(i)
+        out: List[Optional[torch.Tensor]] = [None] * len(refs)
+        flats = [self._draw(sum(refs[i].numel() for i in ix), scale, refs[ix[0]]) for ix in groups.values()]
+        self._settle()
+        for ix, flat in zip(groups.values(), flats):
+            flat, offset = flat.to(refs[ix[0]].dtype), 0
+            for i in ix:
+                out[i] = flat[offset : offset + refs[i].numel()].view(refs[i].shape)
+                offset += refs[i].numel()
+        return out
+
     def _settle(self) -> None:
         """Read this step's deferred checks with ONE host synchronisation; run the handler of each set one
         (clipping's first: it may raise before the noise is touched)."""
@@ -272,18 +300,6 @@ class GGNoiseMixin(GGParamsMixin):
     def _add_gaussian_noise(self) -> None:
         """β = 2: the next ``add_noise`` of the Opacus class below (its Gaussian path, bit-identical)."""
         super().add_noise()
-
-    def _draw(self, total: int, scale: float, ref: torch.Tensor) -> torch.Tensor:
-        """``total`` GG(β, scale) draws on ``ref``'s device (zeros at scale 0); on the accelerator path the
-        sampler's exact finish is deferred to this step's :meth:`_settle`."""
-        if scale == 0:
-            return torch.zeros(total, device=ref.device, dtype=ref.dtype)
-        kw = dict(generator=self.generator, device=ref.device, dtype=ref.dtype)
-        if not uses_accelerator_path(ref.device):
-            return distribution.sample(total, self.beta, scale, **kw)
-        flat, finisher = distribution.sample_deferred(total, self.beta, scale, **kw)
-        self._step_checks.append((finisher.pending, finisher.finish))
-        return flat
 
 
 def _group_by_device_dtype(params) -> List[list]:

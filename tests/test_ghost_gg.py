@@ -1,0 +1,161 @@
+"""Ghost clipping (``grad_sample_mode="ghost"`` and ``"ghost_fsdp"``) at any β with p = 2: Opacus's ℓ2 clipping,
+then GG noise; tested like the flat path (KS of the noise on both branches, clipped norms ≤ C, ε of the flat
+p = 2 engine; FSDP on two gloo processes on CPU). p ≠ 2 is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from scipy import stats
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from opacus_gg import GGPrivacyEngine, _device
+from opacus_gg.distribution import gennorm_scale
+from opacus_gg.optimizers import GGDPOptimizerFastGradientClipping, GGFSDPOptimizerFastGradientClipping
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _data(n=64, batch=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return DataLoader(TensorDataset(torch.randn(n, 10, generator=g), torch.randint(0, 3, (n,), generator=g)),
+                      batch_size=batch)
+
+
+def _ghost(beta, sigma=1.0, mgn=1.0, batch=16, reduction="mean", **kw):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    return GGPrivacyEngine().make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=_data(batch=batch),
+        noise_multiplier=sigma, max_grad_norm=mgn, clipping="ghost", beta=beta, clip_norm_p=2.0,
+        criterion=nn.CrossEntropyLoss(reduction=reduction), loss_reduction=reduction,
+        noise_generator=torch.Generator().manual_seed(1), **kw)
+
+
+@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.parametrize("beta", [1.0, 1.5, 3.0])
+def test_ghost_noise_is_gg(beta, accel):
+    """Zero clipped sum: p.grad is the noise alone, i.i.d. GG(β, σC) (KS against scipy's gennorm), on the CPU
+    and the accelerator branches."""
+    prm = torch.nn.Parameter(torch.zeros(40, 500))
+    opt = GGDPOptimizerFastGradientClipping(
+        torch.optim.SGD([prm], lr=0.1), noise_multiplier=0.7, max_grad_norm=2.0, expected_batch_size=1,
+        loss_reduction="sum", beta=beta, clip_norm_p=2.0, generator=torch.Generator().manual_seed(5))
+    prm.grad = torch.zeros_like(prm)
+    with _device.accelerator_path(accel):
+        assert opt.pre_step()
+    x = prm.grad.flatten().double().numpy()
+    assert stats.kstest(x, stats.gennorm(beta, scale=gennorm_scale(beta, 1.4)).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("beta", [1.5, 3.0])
+def test_ghost_clipped_per_sample_gradient_within_C(beta):
+    """Batches of one sample, σ = 0, loss_reduction="sum": the stored clipped gradient (Opacus's ghost
+    clipping, float32) has exact ℓ2 norm ≤ C (1 + 10⁻⁶), and most samples are clipped."""
+    model, opt, crit, dl = _ghost(beta, sigma=0.0, mgn=0.05, batch=1, reduction="sum", poisson_sampling=False)
+    clipped = 0
+    for x, y in dl:
+        opt.zero_grad()
+        crit(model(x) * 20, y).backward()
+        opt.step()
+        n = float(torch.cat([p.summed_grad.double().flatten() for p in opt.params]).norm(2))
+        assert n <= 0.05 * (1 + 1e-6)
+        clipped += n > 0.05 * 0.999
+    assert clipped > 40
+
+
+def test_ghost_epsilon_equals_the_flat_p2_engine():
+    """Same σ, q and steps: ghost clipping at β = 1.5, p = 2 is accounted as the flat p = 2 engine (gg_prv)."""
+    eps = []
+    for clipping in ("ghost", "flat"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+        pe = GGPrivacyEngine()
+        res = pe.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=_data(),
+                              noise_multiplier=1.0, max_grad_norm=1.0, clipping=clipping, beta=1.5, clip_norm_p=2.0,
+                              criterion=nn.CrossEntropyLoss())
+        model, opt, dl = res[0], res[1], res[-1]
+        crit = res[2] if clipping == "ghost" else nn.CrossEntropyLoss()
+        for x, y in dl:
+            opt.zero_grad()
+            crit(model(x), y).backward()
+            opt.step()
+        eps.append((pe.accountant.history, pe.get_epsilon(1e-5)))
+    assert eps[0][0] == eps[1][0] and len(eps[0][0]) == 1
+    assert eps[0][1] == eps[1][1] > 0
+
+
+@pytest.mark.parametrize(
+    "kw", [{"clipping": "ghost", "beta": 1.5}, {"clipping": "ghost", "beta": 2.0, "clip_norm_p": 1.0},
+           {"grad_sample_mode": "ghost", "beta": 3.0}, {"grad_sample_mode": "ghost_fsdp", "clip_norm_p": 3.0}])
+def test_ghost_with_p_other_than_2_is_refused(kw):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 3))
+    with pytest.raises(ValueError, match="clip_norm_p=2"):
+        GGPrivacyEngine().make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                       data_loader=_data(), noise_multiplier=1.0, max_grad_norm=1.0,
+                                       criterion=nn.CrossEntropyLoss(), **kw)
+
+
+def _fsdp_worker(rank: int, port: int, out_dir: str, world: int) -> None:
+    warnings.filterwarnings("ignore")
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from opacus.utils.fsdp_utils import FSDP2Wrapper
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5))
+        dp_model = FSDP2Wrapper(model)
+        g = torch.Generator().manual_seed(10 + rank)  # each rank its own data
+        ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
+        pe = GGPrivacyEngine()
+        dp_model, opt, crit, dl = pe.make_private(
+            module=dp_model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
+            data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False,
+            grad_sample_mode="ghost_fsdp", beta=1.5, clip_norm_p=2.0,
+            noise_generator=torch.Generator().manual_seed(3 + rank))
+        assert isinstance(opt, GGFSDPOptimizerFastGradientClipping)
+        for x, y in dl:
+            opt.zero_grad()
+            crit(dp_model(x), y).backward()
+            opt.step()
+        eb = opt.expected_batch_size  # p.grad = (ĝ + Z/world)/eb: the last step's noise per coordinate
+        noise = [(p.grad * eb - opt.grad_state[p]["summed_grad"]).full_tensor().flatten().tolist() for p in opt.params]
+        full = [p.full_tensor().detach().flatten().tolist() for p in model.parameters()]
+        local = [p.to_local().detach().numel() for p in model.parameters()]
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump({"full": full, "local": local, "noise": sum(noise, []), "history": pe.accountant.history, "dim": opt.dim,
+                       "eps": pe.get_epsilon(1e-5)}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ghost_fsdp_gg_on_two_gloo_processes(tmp_path):
+    """FSDP2 on two gloo processes on CPU, β = 1.5, p = 2: both ranks end with the same full parameters, each
+    holds part of them, every coordinate got GG(β, σC/2) noise from the rank owning it (KS over the last
+    step's noise of all d coordinates), and the accountant saw the whole model's d with p = 2."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_fsdp_worker, args=(port, str(tmp_path), 2), nprocs=2, join=True, start_method="spawn")
+    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert res[0]["full"] == res[1]["full"]
+    d = sum(len(x) for x in res[0]["full"])
+    assert res[0]["dim"] == d == 10 * 64 + 64 + 64 * 5 + 5
+    assert sum(res[0]["local"]) < d  # sharded
+    assert res[0]["noise"] == res[1]["noise"] and len(res[0]["noise"]) == d
+    ks = stats.kstest(res[0]["noise"], stats.gennorm(1.5, scale=gennorm_scale(1.5, 0.5)).cdf)
+    assert ks.pvalue > 1e-3, ks
+    assert res[0]["history"] == res[1]["history"] == [[1.0, 0.5, 2, 1.5, d, 2.0]]  # (σ, q, steps, β, d, p)
+    assert res[0]["eps"] == res[1]["eps"] > 0
