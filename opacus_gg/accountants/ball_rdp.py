@@ -31,6 +31,7 @@ from scipy import integrate, special
 
 from . import renyi
 from .renyi import DEFAULT_ORDERS, log_moment
+from .fisher import fisher_log_moments
 from ..validation import validate_delta
 from .count_query import count_log_moments
 from .history import Segment, normalize_history
@@ -367,12 +368,17 @@ def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int,
              orders: Tuple[int, ...], count_noise_multiplier: Optional[float] = None) -> Dict[str, np.ndarray]:
     r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders, σ_c).
 
-    = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)); the
+    = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)), the moments
+    replaced order by order by the smaller dimension-free bound of :func:`.fisher.fisher_log_moments` where it
+    is proven (β = 1, p ≤ 2); the
     arrays are read-only (shared by every history with this step: growing histories and noise schedules).
     A noisy count released from the same batch (σ_c not None) is one more independent coordinate (Lemma 1):
     its Gaussian log-moment j(j−1)/(2σ_c²) is added to the ball's before subsampling (Lemma 8).
     """
     logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
+    fisher = fisher_log_moments(max(orders), noise_multiplier, beta, clip_norm_p)  # β = 1, p ≤ 2: dimension-free
+    if fisher is not None:
+        logm = np.minimum(logm, fisher)  # both bound S_j from above, order by order
     if count_noise_multiplier is not None:
         logm = logm + count_log_moments(max(orders), count_noise_multiplier)
     one = subsampled_rdp_upper(orders, sample_rate, logm)
