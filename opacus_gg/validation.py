@@ -192,15 +192,16 @@ def validate_steps(steps: int, name: str = "steps") -> int:
 
 
 def dim_matters(beta: float, clip_norm_p: Optional[float]) -> bool:
-    """Whether ε depends on the number d of noised coordinates: everywhere except β = 2 with p ≤ 2.
+    """Whether ε depends on the number d of noised coordinates: everywhere except β = 2 with p ≤ 2 and β = p = 1.
 
     At β = 2 the privacy loss depends on the shift only through its ℓ2 norm, and ‖Δ‖₂ ≤ ‖Δ‖_p ≤ C for p ≤ 2,
-    so the one-coordinate shift is the worst case whatever d is. Otherwise a shift spread over many coordinates
+    so the one-coordinate shift is the worst case whatever d is; at β = p = 1 one coordinate shifted by C
+    dominates the whole ℓ1 ball (docs/accounting.md, Lemma L4). Otherwise a shift spread over many coordinates
     can be worse (p = ∞: every coordinate moves by C; β ≠ 2: the loss is not a function of ‖Δ‖₂), and ε grows
     with d, so a default d = 1 would under-report ε.
     """
     p = beta if clip_norm_p is None else clip_norm_p
-    return not (beta == 2 and p <= 2)
+    return not ((beta == 2 and p <= 2) or (beta == 1 and p == 1))
 
 
 def validate_dim(dim: Optional[int], beta: float, clip_norm_p: Optional[float] = None, name: str = "dim") -> int:

@@ -19,6 +19,7 @@ from opacus_gg.accountants.api import compute_delta, compute_epsilon, proven_eps
 from opacus_gg.accountants.gg_pair import GGPair
 from opacus_gg.accountants.shapes import is_certified, shape_ks
 from opacus_gg.accountants.spreads import spread_cover
+from opacus_gg.validation import dim_matters
 
 # closed forms vs quadrature: quad is asked for 1e-12 relative; the curves are O(1)
 QUAD_TOL = 1e-10
@@ -206,8 +207,10 @@ def test_three_coordinate_shifts_in_the_l1_ball_below_one_coordinate_at_the_radi
 
 
 def test_beta_p_one_any_dim_publishes_the_one_coordinate_prv():
-    """β = p = 1: one exact pair for every d (label (1, d)), scope proven, method prv, ε(d) = ε(d = 1)."""
+    """β = p = 1: one exact pair for every d (label (1, d)), scope proven, method prv, ε(d) = ε(d = 1); so dim is
+    not required there (validation.dim_matters)."""
     assert is_certified(1.0, 10**6, 1.0) and shape_ks(1.0, 10**6, 1.0) == [1]
+    assert not dim_matters(1.0, None) and not dim_matters(1.0, 1.0) and dim_matters(1.0, 2.0)
     assert not is_certified(1.0, 10, 2.0)  # p ≠ β: no reduction
     assert [lab for lab, _ in spread_cover(1.0, 1.0, 1000, 1.0).pairs] == [(1, 1000)]
     kw = dict(noise_multiplier=2.0, sample_rate=0.02, steps=50, delta=1e-5, beta=1.0, clip_norm_p=1.0)

@@ -50,7 +50,7 @@ def test_rounding_never_lowers_an_upper_bound():
       "--delta", "1e-5"], "--dim"),  # β ≠ 2 with finite p: ε depends on d, so d must be given
     (["noise-multiplier", "--beta", "3", "--target-epsilon", "1", "--sample-rate", "0.1", "--steps", "5",
       "--delta", "1e-5", "--clip-norm-p", "2"], "--dim"),
-    (["curve", "--betas", "1,2"], "--dim"),
+    (["curve", "--betas", "1.5,2"], "--dim"),  # (β = 1 with p = β = 1 and β = 2 alone need no --dim)
     (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
       "--delta", "1e-5", "--clip-norm-p", "inf"], "--dim"),  # p = ∞: every coordinate may move by C
     (["epsilon", "--beta", "2", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "5",
@@ -202,7 +202,7 @@ def test_noise_multiplier_prints_epsilon_with_scope_and_dim(capsys):
     assert "dim = 10" in cap.out and "epsilon = " in cap.out and "(certified" not in cap.out
 
 
-@pytest.mark.parametrize("beta, p", [(2.0, 1.0), (2.0, 2.0), (2.0, math.inf), (2.0, 3.0), (1.5, 2.0)])
+@pytest.mark.parametrize("beta, p", [(2.0, 1.0), (2.0, 2.0), (2.0, math.inf), (2.0, 3.0), (1.5, 2.0), (1.0, 1.0)])
 def test_dim_is_required_exactly_where_epsilon_depends_on_it(beta, p):
     import warnings
 
