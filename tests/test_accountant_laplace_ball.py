@@ -141,17 +141,17 @@ def test_cdf_difference_crosses_once_and_the_means_agree(b, c):
 # ---- Lemma L3: the two-coordinate curve and the inequality -----------------------------------------------
 
 
-@pytest.mark.parametrize("b,c", [(0.3, 0.3), (0.2, 1.7), (2.5, 1.0), (0.05, 4.0)])
+@pytest.mark.parametrize("b,c", [(0.3, 0.3), (0.2, 1.7), (2.5, 1.0)])
 def test_product_hockey_stick_closed_form_matches_quadrature_both_directions(b, c):
     """Lemma L3's closed form = the quadrature reference, remove (P‖Q) and add (Q‖P) (the pair is symmetric)."""
-    eps = np.linspace(-(b + c) - 0.5, b + c + 0.5, 29)
+    eps = np.linspace(-(b + c) - 0.5, b + c + 0.5, 17)
     closed = _delta_two(b, c, eps)
     assert np.max(np.abs(closed - _quad_two(b, c, eps, "pq"))) < QUAD_TOL
     assert np.max(np.abs(closed - _quad_two(b, c, eps, "qp"))) < QUAD_TOL
 
 
 def test_laplace_product_dominated_by_summed_shift_dense_grid():
-    r"""H_α(Lap_b ⊗ Lap_c) ≤ H_α(Lap_{b+c}) for 6 sums × 5 splits × 1201 values of ε, both directions (the
+    r"""H_α(Lap_b ⊗ Lap_c) ≤ H_α(Lap_{b+c}) for 6 sums × 20 splits × 1201 values of ε, both directions (the
     add curve from the remove curve by H_α(Q‖P) = 1 − α + αH_{1/α}(P‖Q), compared up to the round-off
     1e-15·(1 + α) of that identity), subsampled too (Lemma D: the remove δ for q = 0.01 at t ∈ [−3, 6]).
     Margin: strictly positive inside (−B, B)."""
@@ -159,7 +159,7 @@ def test_laplace_product_dominated_by_summed_shift_dense_grid():
     t = np.linspace(-3.0, 6.0, 301)
     q = 0.01
     for big in (0.1, 0.5, 1.0, 2.0, 4.0, 8.0):
-        for w in (0.05, 0.2, 0.35, 0.5, 0.8):
+        for w in np.linspace(0.025, 0.975, 20):  # the whole ℓ1 sphere of d = 2 (b ↔ c by symmetry of the sum)
             b, c = w * big, (1.0 - w) * big
             prod, one = _delta_two(b, c, eps), _delta_one(big, eps)
             assert np.all(prod <= one + 1e-15), (big, w, float(np.max(prod - one)))
