@@ -35,12 +35,14 @@ def cmd_study(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     out = Path(args.output_dir or f"runs/study_{args.data}")
     result = run_study(cfg, out, betas=betas, epsilons=epsilons, seeds=seeds, c_grid=c_grid,
-                       skip_existing=not args.rerun)
+                       skip_existing=not args.rerun, workers=args.workers)
     paths = write_outputs(result, out, args.data)
     print(paths["table"].read_text())
     failed = sum(r["error"] is not None for r in result["rows"])
+    threads = args.threads if args.workers == 1 else 1
     print(f"study: {len(result['rows']) - failed}/{len(result['rows'])} runs finished in {result['wall_time']:.0f} s "
-          f"({args.threads} torch thread(s)); wrote {paths['table']}, {paths['figure']}, {out / 'study.csv'}")
+          f"({args.workers} process(es), {threads} torch thread(s) each); wrote {paths['table']}, "
+          f"{paths['figure']}, {out / 'study.csv'}")
     return 0 if failed == 0 else 1
 
 
@@ -64,12 +66,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--betas", help="comma-separated β values (default: 1,1.25,1.5,1.75,2,2.5,3)")
     p.add_argument("--target-epsilons", help="comma-separated target ε values (default: 1,3)")
     p.add_argument("--seeds", help="comma-separated seeds ≥ 0 (default: 0,1,2)")
-    p.add_argument("--c-grid", help="comma-separated ℓ2 clipping bounds C₂ (default: 0.1,0.3,1)")
+    p.add_argument("--c-grid", help="comma-separated ℓ2 clipping bounds C₂ (default: 0.1,0.3,1,3)")
     p.add_argument("--epochs", type=positive_int, help="training epochs (default: the config's)")
     p.add_argument("--data-root", help="directory holding the dataset files (cifar10, svhn, adult, imdb)")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps")
     p.add_argument("--threads", type=positive_int, default=1,
-                   help="torch threads (torch.set_num_threads); 1 is fastest for the small models on a shared machine")
+                   help="torch threads (torch.set_num_threads) with --workers 1")
+    p.add_argument("--workers", type=positive_int, default=2,
+                   help="processes training (ε, β, p) groups side by side, one torch thread each; 1 = in this "
+                        "process with --threads torch threads")
     p.add_argument("--output-dir", help="where runs, tables and the figure go (default: runs/study_<data>)")
     p.add_argument("--rerun", action="store_true", help="rerun finished runs instead of reusing them")
     p.set_defaults(func=cmd_study)

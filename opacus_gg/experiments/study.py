@@ -18,6 +18,9 @@ Protocol (every run is one :func:`opacus_gg.experiments.train.run` of the datase
 * privacy of the tuning: the choice of C (on test accuracy) and the ratio calibration (on training examples) are
   not accounted: each run's ε covers that run's training only, as in the GG paper and most DP-SGD papers.
 
+Groups run side by side in ``workers`` processes (one torch thread each). Cost of the default digits study
+(26 groups × 4 C × 3 seeds = 312 runs of 10 epochs): docs/beta_study.md.
+
 Outputs in ``out_dir``: every run's folder, ``study.csv``/``study.json`` (one row per run), ``study.md`` (the
 tables of :func:`markdown_tables`) and ``beta_study_<data>.png`` (:mod:`.figures.beta_study`).
 """
@@ -47,7 +50,7 @@ BETAS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 TARGET_EPSILONS = (1.0, 3.0)
 SEEDS = (0, 1, 2)
 #: ℓ2 clipping bounds C₂ (mapped to ℓp by the median norm ratio for p ≠ 2)
-C_GRID = (0.1, 0.3, 1.0)
+C_GRID = (0.1, 0.3, 1.0, 3.0)
 #: training examples whose per-sample gradients (initial model) calibrate ‖g‖_p/‖g‖₂
 RATIO_EXAMPLES = 256
 #: what every study run sets: no Opacus baseline, no paper-mode or equal-spread ε (the study reports the proven ε)
@@ -93,42 +96,65 @@ def _group_points(betas: Sequence[float], epsilons: Sequence[float]) -> List[Tup
     return [(float(e), float(b), p) for e in epsilons for b in betas for p in dict.fromkeys((float(b), 2.0))]
 
 
+def _run_group(cfg: Config, out_dir: Path, group: Tuple[float, float, float], c_grid: Sequence[float],
+               seeds: Sequence[int], ratio: float, skip_existing: bool, threads: Optional[int],
+               tag: str = "", log: Callable[[str], None] = say) -> List[Dict[str, Any]]:
+    """The runs of one (target ε, β, p) group: the first solves σ, the others reuse it (module docstring)."""
+    if threads is not None:  # a worker process: its own torch thread count
+        import torch
+
+        torch.set_num_threads(threads)
+    eps, beta, p = group
+    sigma = None
+    rows = []
+    for c2 in c_grid:
+        for seed in seeds:
+            c = float(c2) * ratio
+            name = f"eps={eps:g}_beta={beta:g}_p={p:g}_C2={float(c2):g}_seed={int(seed)}"
+            ov = {"privacy.beta": beta, "privacy.clip_norm_p": p, "privacy.target_epsilon": eps,
+                  "privacy.noise_multiplier": sigma, "privacy.max_grad_norm": c, "seed": int(seed)}
+            log(f"{tag}{name}" + ("" if sigma is None else f" (σ = {sigma:.4f})"))
+            row = run_point(cfg, out_dir, name, ov, skip_existing=skip_existing, log=lambda s: None)
+            if row["error"] is None and sigma is None:
+                sigma = float(row["noise_multiplier"])
+            row.update(clip_norm_p=p, c2=float(c2), max_grad_norm=c)
+            rows.append({k: row.get(k) for k in RUN_KEYS})
+    return rows
+
+
 def run_study(cfg: Config, out_dir: Path, *, betas: Sequence[float] = BETAS,
               epsilons: Sequence[float] = TARGET_EPSILONS, seeds: Sequence[int] = SEEDS,
-              c_grid: Sequence[float] = C_GRID, skip_existing: bool = True,
+              c_grid: Sequence[float] = C_GRID, skip_existing: bool = True, workers: int = 2,
               log: Callable[[str], None] = say) -> Dict[str, Any]:
-    """Run every (target ε, β, p, C₂, seed) of the study (module docstring); write ``study.csv``/``study.json``;
-    return ``{"rows", "ratios", "config", "wall_time"}``."""
+    """Run every (target ε, β, p, C₂, seed) of the study (module docstring), the groups over ``workers``
+    processes (one torch thread each; 1 = in this process, with its torch threads); write ``study.csv``/``study.json``; return
+    ``{"rows", "ratios", "config", "wall_time"}``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     groups = _group_points(betas, epsilons)
     ratios = clip_ratios(cfg, sorted({p for _, _, p in groups if p != 2.0}))
-    ratios[2.0] = 1.0
+    ratios = dict(sorted({**ratios, 2.0: 1.0}.items()))
     log("median ‖g‖_p/‖g‖_2 of the initial model's per-sample gradients (C_p = C_2 · ratio): "
         + ", ".join(f"p={p:g}: {r:.3f}" for p, r in sorted(ratios.items())))
-    n_runs = len(groups) * len(c_grid) * len(seeds)
-    rows: List[Dict[str, Any]] = []
-    for eps, beta, p in groups:
-        sigma = None
-        for c2 in c_grid:
-            for seed in seeds:
-                c = float(c2) * ratios[p]
-                name = f"eps={eps:g}_beta={beta:g}_p={p:g}_C2={float(c2):g}_seed={int(seed)}"
-                ov = {"privacy.beta": beta, "privacy.clip_norm_p": p, "privacy.target_epsilon": eps,
-                      "privacy.noise_multiplier": sigma, "privacy.max_grad_norm": c, "seed": int(seed)}
-                log(f"[{len(rows) + 1}/{n_runs}] {name}" + ("" if sigma is None else f" (σ = {sigma:.4f})"))
-                row = run_point(cfg, out_dir, name, ov, skip_existing=skip_existing, log=lambda s: None)
-                if row["error"] is None and sigma is None:
-                    sigma = float(row["noise_multiplier"])
-                row.update(clip_norm_p=p, c2=float(c2), max_grad_norm=c)
-                rows.append({k: row.get(k) for k in RUN_KEYS})
+    args = [(cfg, out_dir, g, list(c_grid), list(seeds), ratios[g[2]], skip_existing, None if workers == 1 else 1,
+             f"[group {i}/{len(groups)}] ") for i, g in enumerate(groups, 1)]
+    if workers == 1:
+        per_group = [_run_group(*a, log=log) for a in args]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            per_group = list(pool.map(_run_group, *zip(*args)))
+    rows = [r for group_rows in per_group for r in group_rows]
     wall = time.perf_counter() - t0
     with open(out_dir / "study.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=RUN_KEYS)
         w.writeheader()
         w.writerows(rows)
-    result = {"rows": rows, "ratios": {f"{p:g}": r for p, r in ratios.items()}, "config": cfg, "wall_time": wall}
+    result = {"rows": rows, "ratios": {f"{p:g}": r for p, r in ratios.items()}, "config": cfg, "wall_time": wall,
+              "workers": workers}
     (out_dir / "study.json").write_text(json.dumps(result, indent=2))
     return result
 
