@@ -1,6 +1,7 @@
 """Private device helpers: the one internal switch that runs accelerator-only branches on CPU (so the tests
-cover them without a GPU), a one-thread scope for CPU loops of many small torch ops, and the split of such a
-loop over Python threads (:func:`run_split`)."""
+cover them without a GPU), the float64 policy for devices without float64 (MPS) with its switch, a one-thread
+scope for CPU loops of many small torch ops, and the split of such a loop over Python threads
+(:func:`run_split`)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,42 @@ def accelerator_path(enabled: bool = True) -> Iterator[None]:
 def uses_accelerator_path(device: torch.device) -> bool:
     """True on non-CPU devices, and on CPU inside :func:`accelerator_path`."""
     return torch.device(device).type != "cpu" or _FORCE_ACCELERATOR_PATH
+
+
+#: device types with no float64 (MPS): their float64 work runs on the host (:func:`float64_device`)
+NO_FLOAT64 = ("mps",)
+
+#: set by :func:`without_float64`: CPU is treated as a device without float64 (tests)
+_FORCE_NO_FLOAT64 = False
+
+
+@contextlib.contextmanager
+def without_float64(enabled: bool = True) -> Iterator[None]:
+    """Within the block, CPU tensors take the branches of devices without float64 (see :func:`has_float64`):
+    the sampler draws on the host and moves its float32 result, the norms move their float32 block sums to the
+    host before the float64 sum and root, factors are converted on the host before they go to the device."""
+    global _FORCE_NO_FLOAT64
+    old, _FORCE_NO_FLOAT64 = _FORCE_NO_FLOAT64, bool(enabled)
+    try:
+        yield
+    finally:
+        _FORCE_NO_FLOAT64 = old
+
+
+def has_float64(device) -> bool:
+    """False on device types without float64 (``NO_FLOAT64``: MPS), and on CPU inside :func:`without_float64`."""
+    kind = torch.device(device).type
+    return kind not in NO_FLOAT64 and not (kind == "cpu" and _FORCE_NO_FLOAT64)
+
+
+def float64_device(device) -> torch.device:
+    """Where the float64 work for tensors on ``device`` runs: ``device`` itself, or the CPU (host) when it has
+    no float64. Everything float64 (certified sums and roots, clip factors, the sampler's exact finish) is
+    created there; only float32 or narrower tensors live on such a device."""
+    return torch.device(device) if has_float64(device) else torch.device("cpu")
+
+
+def to_device(t: torch.Tensor, device, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` as ``dtype`` on ``device``, the dtype converted first where ``t`` is (a float64 tensor never
+    reaches a device without float64, even for a moment)."""
+    return t.to(dtype=dtype).to(device=device)

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from scipy import special
 
-from ._device import one_thread, run_split, uses_accelerator_path
+from ._device import has_float64, one_thread, run_split, uses_accelerator_path
 
 LAYERS = 256
 CHUNK = 1 << 17  # draws per CPU chunk: the chunk's scratch buffers (~1.7 MB) stay in cache
@@ -261,10 +261,15 @@ def sample(n: int, beta: float, scale: float, generator, device, work_dtype) -> 
 
     CPU: :func:`_sample_cpu`, its stream blocks split over ``torch.get_num_threads()`` Python threads of one
     intra-op thread each. Accelerator path: :func:`sample_deferred`, then ONE host synchronisation (reading
-    ``pending``) and, in the rare case, the exact finish."""
+    ``pending``) and, in the rare case, the exact finish. A device without float64 (MPS;
+    :func:`opacus_gg._device.has_float64`): the CPU path on the host (seeded by the device generator's words),
+    its float32 result moved to the device."""
     device = torch.device(device)
     workers = torch.get_num_threads()
-    with contextlib.nullcontext() if device.type != "cpu" else one_thread():
+    host = not has_float64(device)
+    with contextlib.nullcontext() if device.type != "cpu" and not host else one_thread():
+        if host:
+            return _sample_cpu(n, beta, scale, generator, work_dtype, workers).to(device)
         if uses_accelerator_path(device):
             out, finisher = sample_deferred(n, beta, scale, generator, device, work_dtype)
             if bool(finisher.pending):  # the one host synchronisation
@@ -328,8 +333,10 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, worker
 
 def _seed_words(generator: Optional[torch.Generator]) -> np.ndarray:
     """4 words of 63 bits from the torch ``generator`` (None: the default one), in one ``random_`` call: the
-    generator is advanced once, under its own lock, so a concurrent user of it never shares these words."""
-    return torch.empty(4, dtype=torch.int64).random_(generator=generator).numpy()
+    generator is advanced once, under its own lock, so a concurrent user of it never shares these words. A
+    device generator (the host path of a device without float64) draws them on its device."""
+    device = generator.device if generator is not None else torch.device("cpu")
+    return torch.empty(4, dtype=torch.int64, device=device).random_(generator=generator).cpu().numpy()
 
 
 def word_stream(seed: np.ndarray, block: int) -> np.random.PCG64:
@@ -521,6 +528,8 @@ def sample_deferred(n: int, beta: float, scale: float, generator, device, work_d
     :func:`_budgets`) are resolved exactly by :func:`_resolve`. ``out`` is exact once
     ``finisher.pending`` (a 0-dim device bool: more than K failures, or a pool exhausted) is False, or
     after ``finisher.finish()``, which completes the rest in place with the dynamic (synchronising) code."""
+    if not has_float64(device):  # MPS: the exact finish needs float64, so the host draws (one synchronisation)
+        return sample(n, beta, scale, generator, device, work_dtype), Finisher(torch.zeros((), dtype=torch.bool, device=device))
     buf = torch.empty(n + 1, device=device, dtype=work_dtype)  # slot n absorbs the padding's writes
     out = buf[:n]
     if n == 0:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import rank1
-from ._device import one_thread, run_split, uses_accelerator_path
+from ._device import float64_device, one_thread, run_split, to_device, uses_accelerator_path
 
 __all__ = [
     "per_sample_norms",
@@ -154,14 +154,15 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
     B, n = f.shape
     m = n // _BLOCK
     cdt = _compute_dtype(f)
-    total = torch.zeros(B, dtype=torch.float64, device=f.device)
+    wide = float64_device(f.device)  # the host, for a device without float64
+    total = torch.zeros(B, dtype=torch.float64, device=wide)
     if m:
         if f.stride(1) == 1:
             blocks = torch.as_strided(f, (B, m, _BLOCK), (f.stride(0), _BLOCK, 1), f.storage_offset())
         else:
             blocks = f[:, : m * _BLOCK].reshape(B, m, _BLOCK)
         if uses_accelerator_path(f.device):
-            part = torch.linalg.vector_norm(blocks, p, dim=-1, dtype=cdt).double()
+            part = torch.linalg.vector_norm(blocks, p, dim=-1, dtype=cdt).to(wide).double()
             total += part.sum(-1) if p == 1.0 else part.pow_(p).sum(-1)
         else:
             partial = torch.empty((B, m), dtype=cdt, device=f.device)
@@ -180,9 +181,9 @@ def _sum_pow(f: torch.Tensor, p: float) -> torch.Tensor:
             workers = torch.get_num_threads() if p not in _MEMORY_BOUND else 1
             with one_thread():
                 run_split(chunks, len(starts), workers)
-            total += partial.double().sum(-1)
+            total += partial.to(wide).double().sum(-1)
     if n > m * _BLOCK:
-        rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1, dtype=cdt).double()
+        rest = torch.linalg.vector_norm(f[:, m * _BLOCK :], ord=p, dim=-1, dtype=cdt).to(wide).double()
         total += rest if p == 1.0 else rest.pow_(p)
     return total
 
@@ -211,13 +212,14 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     loosen the bound), M_i = ‖g_i‖_∞ is computed and the sum is redone on g/M_i (|entries| ≤ 1, no
     overflow) and multiplied back:
     ‖g_i‖_p ≤ M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) (ε covers rounding M_i to the grads' dtype).
-    Norms are float64 on the device of the first tensor. (Opacus's own ℓ2 formula, used by the
+    Norms are float64 on the first tensor's device, or on the host for a device without float64
+    (:func:`opacus_gg._device.float64_device`: the float32 block sums move there; MPS). (Opacus's own ℓ2 formula, used by the
     optimizer at β = p = 2 for bit-equality with Opacus, is not rounded up.)
     """
     if len(grads) == 0:
         raise ValueError("grads must contain at least one tensor")
     if len(grads[0]) == 0:
-        return torch.zeros((0,), device=grads[0].device, dtype=torch.float64)
+        return torch.zeros((0,), device=float64_device(grads[0].device), dtype=torch.float64)
     if not math.isinf(p):
         bound, finite, tight = _one_pass(grads, p)
         if bool((finite & tight).all()):  # the one host synchronisation
@@ -227,7 +229,7 @@ def per_sample_norms(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
 
 def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""The one-pass bound ((Ŝ_i + 2n·tiny)(1 + κ))^{1/p} of :func:`per_sample_norms` (float64, on the first
-    tensor's device; p < ∞) with, per sample, ``finite`` (Ŝ_i ≤ float64 max: False on overflow or NaN) and
+    tensor's :func:`~opacus_gg._device.float64_device`; p < ∞) with, per sample, ``finite`` (Ŝ_i ≤ float64 max: False on overflow or NaN) and
     ``tight`` (Ŝ_i ≥ 10^6 · 2n·tiny: the underflow term is negligible). No host synchronisation.
 
     A Linear weight's per-sample gradients with known factors (:func:`opacus_gg.rank1.factors`) enter as
@@ -235,7 +237,7 @@ def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, to
     float64 (an upper bound on ‖ĝ_i‖_p^p from out + in entries instead of out·in), added after the (1 + κ)
     inflation of the entries read in full; a sample whose factor sums overflow is reported not finite, so
     the caller's rescaled path (which reads every entry) takes it."""
-    device = grads[0].device
+    device = float64_device(grads[0].device)  # where the float64 sums live (the host for MPS)
     dtype = _compute_dtype(grads[0])
     n = 0  # entries read in full
     total = torch.zeros(len(grads[0]), dtype=torch.float64, device=device)
@@ -247,7 +249,8 @@ def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, to
             n += _flat(g).shape[1]
             total += _sum_pow(_flat(g), p).to(device)
             continue
-        (bd, fd, _), (ba, fa, _) = (_one_pass([f.double()], p) for f in fac)  # float64: κ ≈ 1e-13
+        # float64 (κ ≈ 1e-13), on the host for a device without float64 (a float32 copy moved first: exact)
+        (bd, fd, _), (ba, fa, _) = (_one_pass([f.to(device).double()], p) for f in fac)
         b = len(bd)  # rows ≥ b of g are Opacus's zero padding
         extra[:b] += rank1.rank1_bound(bd, ba, g.dtype, _flat(g).shape[1], p).to(device)
         ok[:b] &= (fd & fa).to(device)
@@ -266,22 +269,23 @@ def _rounded_up_root(
 
 
 def _max_abs_all(grads: Sequence[torch.Tensor]) -> torch.Tensor:
-    """M_i = ‖g_i‖_∞ over all tensors (float64, on the first tensor's device; NaN propagates)."""
+    """M_i = ‖g_i‖_∞ over all tensors (float64, on :func:`~opacus_gg._device.float64_device` of the first
+    tensor's device; NaN propagates)."""
     device = grads[0].device
-    return torch.stack([_max_abs(g).to(device) for g in grads], dim=1).amax(dim=1).double()
+    return torch.stack([_max_abs(g).to(device) for g in grads], dim=1).amax(dim=1).to(float64_device(device)).double()
 
 
 def _rescaled(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     r"""The slow path of :func:`per_sample_norms`: M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) with Ŝ'_i the
     sum on g/M_i (M_i itself at p = ∞, or where M_i is NaN/inf: the caller raises)."""
-    device = grads[0].device
+    device = float64_device(grads[0].device)
     fi = torch.finfo(_float_dtype(grads[0]))  # ε of the division g/M_i, done in the grads' dtype
     n = sum(_flat(g).shape[1] for g in grads)
     maxes = _max_abs_all(grads)
     if math.isinf(p) or not bool(torch.isfinite(maxes).all()):
         return maxes  # p = ∞, or NaN/inf entries (the caller raises)
     safe = torch.where(maxes > 0, maxes, torch.ones_like(maxes))
-    total = sum(_sum_pow(_flat(g) / safe.to(g.device, g.dtype)[:, None], p).to(device) for g in grads)
+    total = sum(_sum_pow(_flat(g) / to_device(safe, g.device, g.dtype)[:, None], p).to(device) for g in grads)
     return _rounded_up_root(total, n, _compute_dtype(grads[0]), p) * maxes * (1.0 + 4 * fi.eps)
 
 
@@ -365,8 +369,8 @@ def clipped_sum(factors: torch.Tensor, g: torch.Tensor, dtype: torch.dtype) -> t
     16-bit g is upcast chunk by chunk (no full-size float32 copy). A batch of one stores fl_T(fl_W(f·g)):
     with f from :func:`stored_clip_bound`'s C' its ℓp norm is ≤ C."""
     w_dt = _multiply_dtype(g.dtype, dtype)
-    f = factors.to(torch.float64)
-    f = torch.where(f < 2.0 * torch.finfo(w_dt).tiny, torch.zeros_like(f), f).to(device=g.device, dtype=w_dt)
+    f = factors.to(float64_device(factors.device)).double()
+    f = to_device(torch.where(f < 2.0 * torch.finfo(w_dt).tiny, torch.zeros_like(f), f), g.device, w_dt)
     if g.dtype == w_dt:
         return torch.einsum("i,i...", f, g).to(dtype)
     flat = g.reshape(len(g), -1)

@@ -62,7 +62,9 @@ def _stored_per_sample(dtype, p, mode, trials, seed):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the input needs no gradient
             loss.backward()
-        with _device.accelerator_path(mode == "accelerator"), rank1.use_factors(mode != "full"):
+        accel = mode in ("accelerator", "no_float64")
+        with _device.accelerator_path(accel), _device.without_float64(mode == "no_float64"), \
+                rank1.use_factors(mode != "full"):
             opt.clip_and_accumulate()
         out.append([prm.summed_grad.clone() for prm in opt.params])
         assert all(s.dtype == prm.dtype for s, prm in zip(out[-1], opt.params))
@@ -71,10 +73,11 @@ def _stored_per_sample(dtype, p, mode, trials, seed):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0])
-@pytest.mark.parametrize("mode", ["factors", "full", "per_layer", "accelerator", "autocast"])
+@pytest.mark.parametrize("mode", ["factors", "full", "per_layer", "accelerator", "no_float64", "autocast"])
 def test_stored_clipped_gradient_is_within_C_in_its_dtype(dtype, p, mode):
     """β = p (so p = 2 also covers the β = 2 path): per trial, one sample's clipped gradient as stored in the
-    parameters' dtype; its exact ℓp norm (per layer with C_l for per-layer clipping) is ≤ C. Most samples are
+    parameters' dtype; its exact ℓp norm (per layer with C_l for per-layer clipping) is ≤ C. "no_float64": the
+    accelerator branches of a device without float64 (MPS), run on CPU through ``_device.without_float64``. Most samples are
     clipped, and the largest stored norm is within 1.5 % of C (the bound is not vacuous)."""
     stored, cs = _stored_per_sample(dtype, p, mode, trials=12, seed=int(p * 10) + len(mode))
     worst = 0.0
