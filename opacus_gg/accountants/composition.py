@@ -2,21 +2,28 @@ r"""Composition of Poisson-subsampled GG steps on Opacus's PRV machinery: one co
 
 Each segment's one-step profile (:mod:`.profile`) is discretized dominatingly on one aligned grid
 (:mod:`.discretization`), and the segments are composed with Opacus's ``compose_heterogeneous``
-(exact on an aligned grid up to FFT wrap-around). The masses ρ_s at +∞ add T_s·ρ_s to δ. ε comes
-from ``DiscretePRV.compute_epsilon`` with its δ_error / ε_error slack (which covers FFT wrap-around,
-bounded below by a Chernoff bound); δ(ε) is ρ + the composed δ + δ_error/4 (tails).
+(exact on an aligned grid up to FFT wrap-around and floating-point round-off). The masses ρ_s at +∞ add
+T_s·ρ_s to δ; the wrapped tails are budgeted by the domain (≤ δ_error/8, :func:`.discretization.domain_size`);
+the round-off of every FFT carries its own ℓ2 bound (:func:`_err_self`, :func:`_err_conv`, docs/accounting.md
+Lemma R3), turned into a bound B(ε) on the error of δ(ε) and added to δ. Where B is not small, the one-step PMFs
+are tilted by e^{λt} before composing (tilting commutes with convolution), which puts the FFT's relative
+accuracy where δ(ε) is read. ε is the exact ε of the composed PMF at δ − ρ − δ_error − B(ε)
+(:func:`epsilon_for_delta`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterogeneous
+from scipy.special import logsumexp
 
-from .discretization import ctd_pmf, make_domain, step_dprv
+from .checks import AccountingError, check_finite
+
+from .discretization import ctd_pmf, fine_half_width, make_domain, step_dprv
 from .history import PairSegment, Segment
 from .profile import one_step_delta
 
@@ -37,9 +44,85 @@ class CompositionResult:
     shape_scores: Dict[int, float]
 
 
-def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePRV, float, Dict[int, float]]:
-    """(composed discrete PRV, total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
-    dprvs, counts = [], []
+#: unit round-off of float64
+_U = float(np.finfo(np.float64).eps) / 2.0
+
+
+def _fft_eta(n: int) -> float:
+    r"""Relative ℓ2 error of one length-n (inverse) FFT: ‖fl(Fx) − Fx‖₂ ≤ 6·u·⌈log₂ n⌉·‖Fx‖₂ (Higham, *Accuracy
+    and Stability of Numerical Algorithms*, Thm 24.2, twiddle factors correctly rounded)."""
+    return 6.0 * _U * max(math.ceil(math.log2(max(n, 2))), 1)
+
+
+@dataclass(frozen=True)
+class _Err:
+    """A computed PMF's ℓ2 round-off bound ``e`` (‖computed − exact‖₂ ≤ e), its exact mass ``m`` and ℓ2 norm
+    bound ``l2`` (of the exact PMF), length ``n``; ‖computed‖₁ ≤ m + √n·e."""
+
+    e: float
+    m: float
+    l2: float
+    n: int
+
+    @property
+    def l1(self) -> float:
+        return self.m + math.sqrt(self.n) * self.e
+
+
+def _err_self(pmf: np.ndarray, steps: int) -> _Err:
+    r"""Round-off bound of Opacus's ``_compose_fourier``: out = irfft(rfft(p)^T) (Lemma R3).
+
+    rfft: ‖ΔP‖₂ ≤ η√N‖p‖₂ (η = :func:`_fft_eta`). Power: |P_k| ≤ m, so |Δ(P_k^T)| ≤ T(m + ‖ΔP‖₂)^{T−1}|ΔP_k|
+    from the input, plus the power's own rounding ≤ u((πT + 8)|P_k|^T + 1/e) (exp(T·log z) or repeated
+    squaring; T|log|z||·|z|^T ≤ 1/e). irfft: divides ℓ2 norms by √N and adds η‖out‖₂. With ‖out‖₂ ≤ m^T:
+    ‖Δout‖₂ ≤ T(m + ‖ΔP‖₂)^{T−1}η‖p‖₂ + u((πT + 8)m^T + 1/e) + η m^T.
+    """
+    n = pmf.size
+    eta = _fft_eta(n)
+    m = float(np.sum(pmf))
+    l2 = float(np.sqrt(np.dot(pmf, pmf)))
+    dp = eta * math.sqrt(n) * l2
+    log_g = math.log(steps) + (steps - 1) * math.log(m + dp)
+    if log_g > 700.0:
+        raise AccountingError(f"FFT self-composition of {steps} steps: the round-off bound overflows (mass {m!r}); "
+                              "reduce the number of steps")
+    mt = m ** steps
+    e = math.exp(log_g) * eta * l2 + _U * ((math.pi * steps + 8.0) * mt + 1.0 / math.e) + eta * mt
+    return _Err(e, mt, mt, n)
+
+
+def _err_conv(a: _Err, b: _Err) -> _Err:
+    r"""Round-off bound of scipy's ``convolve(a, b, mode="same")`` (FFT or direct, whichever it picks; Lemma R3).
+
+    Input errors: ‖e_a * b‖₂ ≤ ‖e_a‖₂‖b‖₁. FFT route (length N′ < 2n): η(‖a‖₂‖b‖₁ + ‖a‖₁‖b‖₂) + (u + η)‖a‖₂‖b‖₁;
+    direct route: γ_n‖a‖₂‖b‖₁ (n = the shorter length); the larger of the two is used.
+    """
+    n = max(a.n, b.n)
+    eta = _fft_eta(2 * n)
+    la, lb = a.l1, b.l1
+    l2a, l2b = a.l2 + a.e, b.l2 + b.e
+    fft = eta * (l2a * lb + la * l2b) + (_U + eta) * l2a * lb
+    direct = 1.01 * min(a.n, b.n) * _U * l2a * lb
+    e = a.e * lb + b.e * la + max(fft, direct)
+    return _Err(e, a.m * b.m, min(a.l2 * b.m, a.m * b.l2), n)
+
+
+def _err_heterogeneous(errs: List[_Err]) -> _Err:
+    """Round-off bound of Opacus's ``compose_heterogeneous`` tree (the same pairing as its ``_compose_convolution_tree``)."""
+    errs = list(errs)
+    while len(errs) > 1:
+        nxt = []
+        if len(errs) % 2 == 1:
+            nxt.append(errs.pop())
+        for left, right in zip(errs[:-1:2], errs[1::2]):
+            nxt.append(_err_conv(left, right))
+        errs = nxt
+    return errs[0]
+
+
+def _step_pmfs(segs: Sequence, direction: str, domain: Domain):
+    """([(one-step pmf, steps)], total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
+    out = []
     rho_tot = 0.0
     shape_scores: Dict[int, float] = {}
     for seg in segs:
@@ -51,31 +134,144 @@ def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePR
         rho_tot += seg.steps * rho
         for k, sc in zip(ks, scores):
             shape_scores[k] = shape_scores.get(k, 0.0) + seg.steps * sc
-        dprvs.append(DiscretePRV(pmf=pmf, domain=domain))
-        counts.append(seg.steps)
-    return compose_heterogeneous(dprvs=dprvs, num_self_compositions=counts), rho_tot, shape_scores
+        out.append((pmf, seg.steps))
+    return out, rho_tot, shape_scores
 
 
-def epsilon_for_delta(dprv: DiscretePRV, delta: float) -> float:
-    r"""The exact ε(δ) of a discrete PRV: the smallest ε ≥ 0 with δ(ε) = Σ_j p_j (1 − e^{ε − t_j})_+ ≤ δ.
+def _checked_domain(segs: Sequence, direction: str, delta_error: float, eps_error: float, *,
+                    mesh: Optional[float] = None, min_half_width: float = 0.0):
+    """(domain, one-step PMFs, ρ, scores) on a grid whose half-width passes the fine-PMF Chernoff check
+    (:func:`.discretization.fine_half_width`, Lemma R4), widened until it does (at most 4 times)."""
+    for _ in range(4):
+        domain = make_domain(segs, direction, delta_error, eps_error, min_half_width=min_half_width, mesh=mesh)
+        steps, rho_tot, scores = _step_pmfs(segs, direction, domain)
+        need = fine_half_width(steps, domain.ts, delta_error, segs, direction)
+        if need <= domain.t_max:
+            return domain, steps, rho_tot, scores
+        min_half_width = max(need * 1.05, domain.t_max * 1.1)
+    raise AccountingError(f"the PRV grid fails its tail bound after 4 widenings (needs half-width {need:.4g}); "
+                          "increase noise_multiplier or reduce steps")
+
+
+def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePRV, float, Dict[int, float]]:
+    """(composed discrete PRV, total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
+    steps, rho_tot, shape_scores = _step_pmfs(segs, direction, domain)
+    composed = compose_heterogeneous(dprvs=[DiscretePRV(pmf=p, domain=domain) for p, _ in steps],
+                                     num_self_compositions=[t for _, t in steps])
+    return composed, rho_tot, shape_scores
+
+
+@dataclass
+class _Certified:
+    """A composed PMF for the upper bound: ``pmf`` on ``ts`` (entries at t < 0 may be dropped: δ(ε ≥ 0) does not
+    read them), and ``log_bound[i]`` ≥ log of the round-off in δ(ε) for ε ∈ (t_{i−1}, t_i] (Lemma R3)."""
+
+    ts: np.ndarray
+    pmf: np.ndarray
+    log_bound: np.ndarray
+
+
+def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
+    r"""Compose the one-step PMFs tilted by e^{λt} (normalized), untilt, and bound the round-off (Lemma R3).
+
+    Tilting commutes with convolution, so õut = Π_s Z_s^{−T_s} e^{λt} out on every index not reached by the FFT's
+    wrap-around (wrapped mass lands at t < 0 and is dropped, or is mass beyond ±L, budgeted by the domain). With
+    E the ℓ2 round-off bound of õut (:func:`_err_self`, :func:`_err_conv`) and r_j = Π_s Z_s^{T_s} e^{−λ t_j},
+    |Σ_{t_j > ε} Δout_j (1 − e^{ε − t_j})| ≤ E·(Σ_{t_j > ε} r_j²)^{1/2} (Cauchy–Schwarz). λ = 0 is the plain
+    composition (r ≡ 1); λ near the Esscher tilt of ε makes r small where δ is read.
+    """
+    t = domain.ts
+    dprvs, errs, log_scale = [], [], 0.0
+    for pmf, count in steps:
+        if lam == 0.0:
+            tilted, log_z = pmf, 0.0
+        else:
+            with np.errstate(divide="ignore"):
+                lw = np.log(pmf) + lam * t
+            log_z = float(logsumexp(lw))
+            tilted = np.exp(lw - log_z)
+        check_finite(tilted, "tilted one-step PMF")
+        dprvs.append(DiscretePRV(pmf=tilted, domain=domain))
+        errs.append(_err_self(tilted, count))
+        log_scale += count * log_z
+    composed = compose_heterogeneous(dprvs=dprvs, num_self_compositions=[c for _, c in steps])
+    err = _err_heterogeneous(errs)
+    tc = composed.domain.ts
+    check_finite(composed.pmf, "composed PMF")
+    keep = tc >= 0.0
+    log_r = log_scale - lam * tc[keep]
+    pk = composed.pmf[keep]
+    with np.errstate(divide="ignore", over="ignore"):
+        out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)  # in log space: r_j alone can overflow
+    check_finite(out, "untilted composed PMF")
+    # |entry error| ≤ r_j·E: the computed PMF may dip below 0 by that much, and no further
+    if np.any(out < -np.exp(log_r) * err.e * (1.0 + 1e-6) - 1e-300):
+        raise AccountingError("composed PMF: a negative mass beyond its round-off bound (FFT composition failed)")
+    # log Σ_{j ≥ i} r_j² (suffix sums in log space), then log E + ½·that
+    suffix = np.logaddexp.accumulate((2.0 * log_r)[::-1])[::-1]
+    log_bound = math.log(err.e) + 0.5 * suffix if err.e > 0 else np.full(suffix.shape, -np.inf)
+    return _Certified(tc[keep], out, log_bound)
+
+
+def epsilon_for_delta(dprv, delta: float, log_bound: Optional[np.ndarray] = None) -> float:
+    r"""The exact ε(δ) of a discrete PRV: the smallest ε ≥ 0 with δ(ε) + B(ε) ≤ δ, δ(ε) = Σ_j p_j (1 − e^{ε − t_j})_+.
 
     With D1_i = Σ_{j ≥ i} p_j and D2_i = Σ_{j ≥ i} p_j e^{−t_j}, δ(t_i) = D1_i − e^{t_i} D2_i is
-    non-increasing in i; for i the first index with δ(t_i) ≤ δ, on [t_{i−1}, t_i] only atoms j ≥ i count,
-    so δ(ε) = D1_i − e^ε D2_i there and ε = log((D1_i − δ)/D2_i) solves δ(ε) = δ exactly (Opacus's
-    ``find_epsilon``, without its ± eps_error). ∞ if δ(t_{N−1}) > δ.
+    non-increasing in i; for i the first index with δ(t_i) + B_i ≤ δ, on [t_{i−1}, t_i] only atoms j ≥ i count
+    (and B = B_i, ``exp(log_bound[i])``, the round-off bound of those atoms, Lemma R3; 0 if not given), so
+    δ(ε) = D1_i − e^ε D2_i there and ε = log((D1_i − δ + B_i)/D2_i) solves it exactly (Opacus's ``find_epsilon``,
+    without its ± eps_error). ∞ if δ(t_{N−1}) + B > δ. ``dprv``: a DiscretePRV or a :class:`_Certified`.
+    AccountingError for a PMF with NaN or ±∞.
     """
-    t, p = dprv.domain.ts, dprv.pmf
+    if isinstance(dprv, _Certified):
+        t, p = dprv.ts, dprv.pmf
+    else:
+        t, p = dprv.domain.ts, dprv.pmf
+    check_finite(p, "composed PMF")
+    if not (delta > 0 and math.isfinite(delta)):
+        raise AccountingError(f"epsilon_for_delta: the δ left for the composition is {delta!r} (must be > 0)")
     d1 = np.cumsum(p[::-1])[::-1]
     d2 = np.cumsum((p * np.exp(-t))[::-1])[::-1]
+    bound = np.zeros(t.size) if log_bound is None else np.exp(np.minimum(log_bound, 700.0))
+    target = delta - bound  # −δ(t_i) ≥ −target_i: both sides non-decreasing in i
     ndelta = np.exp(t) * d2 - d1  # −δ(t_i), non-decreasing
-    i = int(np.searchsorted(ndelta, -delta, side="left"))
-    if i >= t.size:
+    ok = ndelta >= -target
+    if not ok.any():
         return math.inf
-    if i == 0:  # δ(t_0) ≤ δ with t_0 < 0 (the grid is symmetric): ε = 0
-        return 0.0
-    if d1[i] <= delta or d2[i] <= 0:  # only by round-off (δ(t_{i−1}) > δ forces D1_i > δ): t_i is safe
+    i = int(np.argmax(ok))
+    if i == 0:
+        if t[0] < 0:  # δ(t_0) ≤ δ with t_0 < 0 (the grid is symmetric): ε = 0
+            return 0.0
+        if d1[0] <= target[0] or d2[0] <= 0:  # δ(ε) ≤ D1_0 ≤ δ − B for every ε ≥ 0
+            return 0.0
+        return float(min(max(math.log((d1[0] - target[0]) / d2[0]), 0.0), t[0]))
+    if d1[i] <= target[i] or d2[i] <= 0:  # only by round-off (δ(t_{i−1}) > δ forces D1_i > δ): t_i is safe
         return float(max(t[i], 0.0))
-    return float(min(max(math.log((d1[i] - delta) / d2[i]), 0.0), max(t[i], 0.0)))
+    return float(min(max(math.log((d1[i] - target[i]) / d2[i]), 0.0), max(t[i], 0.0)))
+
+
+def _esscher_tilt(cert: _Certified, epsilon: float, half_width: float) -> float:
+    r"""λ ≥ 0 whose tilted composed law e^{λt}p/Z has mean ε (bisection on the computed PMF, which is accurate
+    enough to choose λ), capped so that λ·L ≤ 300 on the one-step grid (no overflow in the tilted PMFs)."""
+    pos = cert.pmf > 0
+    lp, t = np.log(cert.pmf[pos]), cert.ts[pos]
+    if t.size == 0 or not math.isfinite(epsilon):
+        return 0.0
+
+    def tilted_mean(lam: float) -> float:
+        w = lp + lam * t
+        w = np.exp(w - w.max())
+        return float(np.dot(w, t) / w.sum())
+
+    lo, hi = 0.0, 300.0 / half_width
+    if tilted_mean(lo) >= epsilon:
+        return 0.0
+    if tilted_mean(hi) <= epsilon:
+        return hi
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if tilted_mean(mid) < epsilon else (lo, mid)
+    return lo
 
 
 def compose_history(
@@ -84,13 +280,15 @@ def compose_history(
 ) -> CompositionResult:
     """Compose all segments in one adjacency direction; ε bounds at δ (``mesh``: a finer grid if given).
 
-    epsilon_upper = :func:`epsilon_for_delta` (δ − ρ − δ_error) of the dominating composition: a certified
-    bound with no ε_error added (the connect-the-dots PRV dominates, and composition on the aligned grid is
-    exact); δ_error covers the composed right tail beyond the grid (≤ δ_error/8, wrapped by the FFT) and
-    round-off. epsilon_lower/estimate are Opacus's (estimate at δ, lower at δ + δ_error minus ε_error).
+    epsilon_upper = :func:`epsilon_for_delta` (δ − ρ − δ_error, with the FFT round-off bound B(ε) of Lemma R3) of
+    the dominating composition: a certified bound with no ε_error added (the connect-the-dots PRV dominates, and
+    composition on the aligned grid is exact up to B); δ_error covers the composed right tail beyond the grid
+    (≤ δ_error/8, wrapped by the FFT). Where B is not small against δ the composition is redone tilted by the
+    Esscher λ of ε (Lemma R3), which makes B negligible where δ is read; where even that cannot certify δ,
+    AccountingError. epsilon_lower/estimate as Opacus defines them (estimate at δ, lower at δ + δ_error minus
+    ε_error), not certified.
     """
-    domain = make_domain(segs, direction, delta_error, eps_error, mesh=mesh)
-    composed, rho_tot, shape_scores = _compose(segs, direction, domain)
+    domain, steps, rho_tot, shape_scores = _checked_domain(segs, direction, delta_error, eps_error, mesh=mesh)
     eff_delta = delta - rho_tot
     if eff_delta - delta_error <= 0:
         raise ValueError(
@@ -98,15 +296,36 @@ def compose_history(
             f"the accounting grid with probability {rho_tot:.3g} (≥ delta); increase noise_multiplier or delta, "
             "or reduce the number of steps"
         )
-    lo, est, _ = composed.compute_epsilon(eff_delta, delta_error, eps_error)
-    up = epsilon_for_delta(composed, eff_delta - delta_error)
+    plain = _certified_composition(steps, domain, 0.0)
+    est = epsilon_for_delta(plain, eff_delta)
+    lo = max(epsilon_for_delta(plain, eff_delta + delta_error) - eps_error, 0.0)
+    target = eff_delta - delta_error
+    up = epsilon_for_delta(plain, target, plain.log_bound)
+    naive = epsilon_for_delta(plain, target)
+    # round-off bound at the plain answer; re-compose tilted when it is above 1e-3 of the δ being certified
+    i = int(np.searchsorted(plain.ts, naive, side="right")) if math.isfinite(naive) else plain.ts.size
+    if math.isfinite(naive) and (not math.isfinite(up) or i >= plain.ts.size
+                                 or plain.log_bound[min(i, plain.ts.size - 1)] > math.log(1e-3 * target)):
+        lam = _esscher_tilt(plain, naive, float(domain.t_max))
+        if lam > 0:
+            tilted = _certified_composition(steps, domain, lam)
+            up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
+    if math.isfinite(naive) and not math.isfinite(up):
+        raise AccountingError(
+            f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "
+            f"the FFT composition (Lemma R3) is not below it; increase delta (or reduce steps)")
     return CompositionResult(direction, float(lo), float(est), float(up), rho_tot, float(domain.t_max),
                              float(domain.dt), shape_scores)
 
 
 def compose_delta(segs: Sequence[Segment], epsilon: float, direction: str, *, eps_error: float = 0.01,
                   delta_error: float = 1e-12) -> float:
-    r"""Certified δ(ε) in one direction: ρ (mass at +∞) + δ of the dominating composed PRV + δ_error/4 (tails)."""
-    domain = make_domain(segs, direction, delta_error, eps_error, min_half_width=epsilon + 1.0)
-    composed, rho_tot, _ = _compose(segs, direction, domain)
-    return float(min(1.0, rho_tot + composed.compute_delta_estimate(epsilon) + delta_error / 4.0))
+    r"""Certified δ(ε) in one direction: ρ (mass at +∞) + δ of the dominating composed PRV + its round-off bound
+    (Lemma R3) + δ_error/4 (tails)."""
+    domain, steps, rho_tot, _ = _checked_domain(segs, direction, delta_error, eps_error, min_half_width=epsilon + 1.0)
+    cert = _certified_composition(steps, domain, 0.0)
+    above = cert.ts > epsilon
+    i = int(np.argmax(above)) if above.any() else cert.ts.size
+    composed = float(np.sum(cert.pmf[above] * -np.expm1(epsilon - cert.ts[above])))
+    bound = math.exp(min(float(cert.log_bound[i]), 0.0)) if i < cert.ts.size else 0.0
+    return float(min(1.0, rho_tot + composed + bound + delta_error / 4.0))

@@ -21,10 +21,11 @@ import numpy as np
 from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
+from .checks import check_finite, check_pmf
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta
 
-__all__ = ["ctd_pmf", "mesh_for", "domain_size", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
@@ -35,14 +36,24 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
     s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
+    ``delta`` is read where t ≥ 0 and ``r`` where t < 0 (the other entries are not used).
+
+    Checked (docs/accounting.md, Lemma R2): the values read are finite, and Σω + ρ = δ_env(α → 0) = 1 up to
+    :func:`pmf_mass_budget` (the sum telescopes to 1 in exact arithmetic); AccountingError otherwise.
     """
     alpha = np.exp(t)
     n = t.size
     da = alpha[:-1] * np.expm1(np.diff(t))
     neg = ~(t >= 0)
     j0 = int(np.argmax(~neg)) if (~neg).any() else n  # first index with t ≥ 0
-    full_delta = np.where(neg, 1.0 - alpha + np.nan_to_num(r), np.nan_to_num(delta))
-    full_r = np.where(neg, np.nan_to_num(r), np.nan_to_num(delta) - 1.0 + alpha)
+    full_delta = np.empty(n)
+    full_r = np.empty(n)
+    full_r[neg] = r[neg]
+    full_delta[neg] = 1.0 - alpha[neg] + r[neg]
+    full_delta[~neg] = delta[~neg]
+    full_r[~neg] = delta[~neg] - 1.0 + alpha[~neg]
+    check_finite(full_delta, "one-step privacy profile on the PRV grid")
+    check_finite(full_r, "one-step privacy profile (complement r) on the PRV grid")
     # s_j (j = −1..n−1) and u_j = s_j + 1, each computed from the accurate side
     s = np.empty(n + 1)
     u = np.empty(n + 1)
@@ -59,7 +70,19 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
     use_u = np.zeros(n, dtype=bool)
     use_u[: max(j0 - 1, 0)] = True
     omega = np.maximum(alpha * np.where(use_u, du, ds), 0.0)
-    return omega, float(np.nan_to_num(delta[-1]) if not neg[-1] else 0.0)
+    rho = float(delta[-1]) if not neg[-1] else 0.0
+    check_pmf(omega, "one-step discrete PRV", mass_budget=pmf_mass_budget(n), inf_mass=rho, probability=True)
+    return omega, rho
+
+
+def pmf_mass_budget(n: int) -> float:
+    r"""Round-off allowed in the total mass of an n-point connect-the-dots PMF: 64·n·u + 10^{−12} (u = 2^{−53};
+    each ω_i is a difference of two slopes, each of a few roundings). Lemma R2."""
+    return 64.0 * n * _UNIT_ROUNDOFF + 1e-12
+
+
+#: unit round-off of float64
+_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2.0
 
 
 def mesh_for(eps_error: float, total_steps: int, delta_error: float) -> float:
@@ -90,21 +113,16 @@ def _step_log_mgf(seg_key: Tuple, direction: str, L0: float) -> Tuple[np.ndarray
     return out
 
 
-def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float) -> float:
-    r"""Half-width L of the grid: the composition loses at most δ_error/8 of δ beyond ±L, in all.
+def _tail_events(n_segments: int) -> int:
+    """Partial sums that can lose mass beyond ±L in Opacus's ``compose_heterogeneous`` with S segments: each FFT
+    self-composition wraps at both ends (2S), each of the S − 1 linear convolutions drops at both ends: 4S − 2."""
+    return 4 * max(n_segments, 1) - 2
 
-    Right tail: Chernoff, P(S ≥ L) ≤ Σ_s T_s ρ_s + exp(Σ_s T_s K_s(λ) − λL) for the total S = ΣY, with K_s
-    the log-MGF of a coarse dominating discretization (its Rényi divergences upper-bound the true ones)
-    and ρ_s its mass at +∞. K_s(λ) = log E_P[e^{λY}] ≥ 0 for λ ≥ 0 (Jensen, E_P[e^{−Y}] = 1), so the same
-    bound holds for every partial sum over a subset of the steps. Where δ can be lost: each segment's FFT
-    self-composition wraps its mass above L to low losses, each linear convolution of
-    ``compose_heterogeneous``'s tree drops the mass of its result above L, and drops the mass below −L,
-    which matters only where the other operand is above L (else (1 − e^{ε−t})_+ = 0 there). With S
-    segments that is at most 3S partial sums above L, so each is bounded by δ_error/(8·3S). (Mass below
-    −L in the FFT wraps to large losses, which only increases δ.)
-    """
+
+def _chernoff(segs: Sequence[Segment], direction: str, delta_error: float) -> Tuple[float, float]:
+    """(L, λ*) of :func:`domain_size` before its final margin (λ*: the λ of _LAMBDAS attaining the bound)."""
     L0 = 32.0
-    log_target = math.log(delta_error / (8.0 * 3 * max(len(segs), 1)))
+    log_target = math.log(delta_error / (8.0 * _tail_events(len(segs))))
     prev_rho = math.inf
     while True:
         logk = np.zeros_like(_LAMBDAS)
@@ -115,11 +133,13 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
             else:
                 k_s, rho = _log_mgf(seg, direction, L0)
             rho_tot += seg.steps * rho
-            logk += seg.steps * k_s
-        L = float(np.min((logk - log_target) / _LAMBDAS))
+            logk += seg.steps * np.maximum(k_s, 0.0)
+        bounds = (logk - log_target) / _LAMBDAS
+        i = int(np.argmin(bounds))
+        L = float(bounds[i])
         # ρ (mass at +∞) is added to δ exactly; widening only helps while it still shrinks ρ
         if L <= 0.9 * L0 and (rho_tot <= delta_error / 16.0 or rho_tot >= 0.5 * prev_rho):
-            break
+            return L, float(_LAMBDAS[i])
         prev_rho = rho_tot
         if L0 >= 512:
             raise ValueError(
@@ -127,9 +147,39 @@ def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps
                 "(epsilon in the hundreds); increase noise_multiplier or reduce steps"
             )
         L0 *= 2.0
+
+
+def domain_size(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float) -> float:
+    r"""Half-width L of the grid: the composition loses at most δ_error/8 of δ beyond ±L, in all.
+
+    Right tail: Chernoff, P(S ≥ L) ≤ Σ_s T_s ρ_s + exp(Σ_s T_s max(K_s(λ), 0) − λL) for the total S = ΣY and,
+    because every term is ≥ 0, for every partial sum over a subset of the steps; K_s(λ) = log Σ_j ω_j e^{λ t_j} of
+    a coarse dominating discretization here (a first guess), re-checked with the fine PMF that is composed
+    (:func:`fine_half_width`, docs/accounting.md Lemma R4). max(K, 0): the finite part of a sub-probability PMF
+    can have K < 0. Where δ can be lost: :func:`_tail_events` = 4S − 2 partial sums beyond ±L with S segments,
+    each bounded by δ_error/(8·(4S − 2)).
+    """
+    L, _ = _chernoff(segs, direction, delta_error)
     # the left tail needs no bound: composed mass below −L wraps to high losses (pessimistic) or is dropped
     # where (1 − e^{ε−t})_+ = 0
     return max(L, eps_error) + 1.0
+
+
+def fine_half_width(steps: Sequence[Tuple[np.ndarray, int]], ts: np.ndarray, delta_error: float,
+                    segs: Sequence[Segment], direction: str) -> float:
+    r"""The Chernoff half-width of :func:`domain_size` recomputed with the fine one-step PMFs ``steps`` = [(ω, T_s)]
+    on the grid ``ts`` that the FFT composes (Lemma R4): min over λ near the coarse λ* of
+    (Σ_s T_s max(K_s(λ), 0) − log(δ_error/(8(4S − 2))))/λ. The grid is valid iff this is ≤ its half-width."""
+    _, lam_star = _chernoff(segs, direction, delta_error)
+    lams = lam_star * np.array([0.5, 0.7, 1.0, 1.4, 2.0])
+    logk = np.zeros(lams.size)
+    for pmf, count in steps:
+        nz = pmf > 0
+        lp, tz = np.log(pmf[nz]), ts[nz]
+        k = np.array([logsumexp(lp + lam * tz) for lam in lams])
+        logk += count * np.maximum(k, 0.0)
+    log_target = math.log(delta_error / (8.0 * _tail_events(len(steps))))
+    return float(np.min((logk - log_target) / lams))
 
 
 def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
