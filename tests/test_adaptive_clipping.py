@@ -140,6 +140,27 @@ def test_make_private_with_epsilon_adaptive_solves_sigma_with_the_count():
     assert 1.95 <= eps <= 2.0
 
 
+def test_adaptive_takes_sigma_above_twice_the_count_std():
+    """Opacus's AdaClipDPOptimizer refuses σ ≥ 2σ_b (the precondition of its σ adjustment, not used here); ours
+    accounts the count at every σ, so make_private_with_epsilon's solved σ (here > 2σ_b: σ_b = 1, target ε = 2) is
+    accepted and meets the target with the count included."""
+    from opacus.optimizers import AdaClipDPOptimizer
+
+    ada = dict(ADA, unclipped_num_std=1.0)
+    model, opt, dl = _data()
+    _, opt, _ = GGPrivacyEngine().make_private_with_epsilon(
+        module=model, optimizer=opt, data_loader=dl, target_epsilon=2.0, target_delta=1e-5, epochs=2,
+        max_grad_norm=1.0, beta=2.0, clipping="adaptive", epsilon_tolerance=0.05, **ada)
+    sigma = opt.noise_multiplier
+    assert sigma > 2 * ada["unclipped_num_std"]
+    assert opt.unclipped_num_std == 1.0 and opt.count_noise_multiplier == 2.0
+    with pytest.raises(ValueError, match="Theorem 1"):
+        AdaClipDPOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=sigma, max_grad_norm=1.0,
+                           expected_batch_size=16, **ada)
+    assert compute_epsilon(noise_multiplier=sigma, sample_rate=1 / 8, steps=16, delta=1e-5,
+                           count_noise_multiplier=2.0).epsilon <= 2.0
+
+
 @pytest.mark.parametrize("accountant", ["prv", "rdp"])
 def test_adaptive_refuses_accountants_that_miss_the_count(accountant):
     model, opt, dl = _data()

@@ -37,8 +37,12 @@ COUNT_SENSITIVITY = 0.5
 class GGAdaClipMixin(GGClipMixin, GGNoiseMixin):
     """Quantile tracking of the clip bound on top of ℓp clipping and GG noise (module docstring)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, unclipped_num_std: float, **kwargs):
+        # AdaClipDPOptimizer refuses σ ≥ 2σ_b: the precondition of its σ adjustment σ_adj = (σ⁻² − (2σ_b)⁻²)^{−1/2}
+        # (Theorem 1 of Andrew et al.), which is not used here: the accountant composes the count's pair at every
+        # σ_b > 0 (docs/accounting.md, Lemma 8). σ_b = ∞ passes that check; the real σ_b is set right after.
+        super().__init__(*args, unclipped_num_std=math.inf, **kwargs)
+        self.unclipped_num_std = unclipped_num_std
         validate_probability(self.target_unclipped_quantile, "target_unclipped_quantile")
         validate_nonnegative(self.clipbound_learning_rate, "clipbound_learning_rate")
         validate_positive(self.unclipped_num_std, "unclipped_num_std")
