@@ -58,6 +58,9 @@ def test_rounding_never_lowers_an_upper_bound():
     (["curve", "--sigmas", "1:2"], "sigmas"),
     (["curve", "--delta", "0"], "--delta"),
     (EPS + ["--mode", "paper", "--n-samples", "10"], "--n-samples"),
+    (EPS + ["--count-noise-multiplier", "0"], "--count-noise-multiplier"),
+    (EPS + ["--count-noise-multiplier", "nan"], "--count-noise-multiplier"),
+    (EPS + ["--count-noise-multiplier", "2", "--mode", "paper"], "--count-noise-multiplier"),
 ])
 def test_bad_arguments_one_line_exit_2(argv, option, cli):
     code, out, err = cli(argv)
@@ -222,3 +225,43 @@ def test_dim_is_required_exactly_where_epsilon_depends_on_it(beta, p):
 def test_solver_progress_rounds_epsilon_up_and_marks_the_target():
     assert solver_progress(1.23456, 2.00001, 3.0) == "try sigma = 1.2346: epsilon = 2.0001"
     assert solver_progress(0.5, 3.00000001, 3.0) == "try sigma = 0.5000: epsilon = 3.0001 (above target)"
+
+
+def test_count_noise_multiplier_raises_epsilon_and_matches_compute_epsilon(capsys):
+    """--count-noise-multiplier σ_c is the accountant's history field: the JSON ε equals compute_epsilon's with the
+    same σ_c, is larger than without the count, and --verbose says the count is included."""
+    from opacus_gg.accountants import compute_epsilon
+
+    argv = ["epsilon", "--beta", "1.5", "--dim", "10", "--noise-multiplier", "1", "--sample-rate", "0.05",
+            "--steps", "50", "--delta", "1e-5"]
+    assert main(argv + ["--json"]) == 0
+    without = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--count-noise-multiplier", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert without["count_noise_multiplier"] is None and out["count_noise_multiplier"] == 2.0
+    ref = compute_epsilon(noise_multiplier=1.0, sample_rate=0.05, steps=50, delta=1e-5, beta=1.5, dim=10,
+                          count_noise_multiplier=2.0)
+    assert out["epsilon"] == ref.epsilon > without["epsilon"]
+    assert main(argv + ["--count-noise-multiplier", "2", "--verbose"]) == 0
+    assert "count query included: count_noise_multiplier = 2" in capsys.readouterr().out
+
+
+def test_noise_multiplier_with_the_count_solves_a_larger_sigma_that_meets_the_target(capsys):
+    from opacus_gg.accountants import compute_epsilon
+
+    argv = ["noise-multiplier", "--beta", "2", "--target-epsilon", "2", "--sample-rate", "0.125", "--steps", "16",
+            "--delta", "1e-5", "--json"]
+    sig = {}
+    for count in (None, 4.0):
+        assert main(argv + ([] if count is None else ["--count-noise-multiplier", str(count)])) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["count_noise_multiplier"] == count
+        sig[count] = out["noise_multiplier"]
+    assert sig[4.0] > sig[None]
+    eps = compute_epsilon(noise_multiplier=sig[4.0], sample_rate=0.125, steps=16, delta=1e-5,
+                          count_noise_multiplier=4.0).epsilon
+    assert 1.99 <= eps <= 2.0
+    # a target below the count's own share: one line naming the count
+    assert main(argv[:4] + ["1"] + argv[5:] + ["--count-noise-multiplier", "1"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after the solver's progress lines
+    assert last.startswith("opacus-gg noise-multiplier: error:") and "raise count_noise_multiplier" in last

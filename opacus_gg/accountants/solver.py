@@ -92,6 +92,9 @@ def get_noise_multiplier(
                 f"target_epsilon={target_epsilon} is unreachable: noise_multiplier={hi / 2:g} gives epsilon="
                 f"{e_hi:.4g} (beta={beta}, dim={dim}, clip_norm_p={clip_norm_p}, steps={steps}, "
                 f"sample_rate={sample_rate}, target_delta={target_delta})"
+                + ("" if count_noise_multiplier is None else
+                   f"; the noisy count (count_noise_multiplier={count_noise_multiplier}) spends epsilon that no "
+                   "sigma removes: raise count_noise_multiplier (2*unclipped_num_std)")
             )
         e_hi = eps(hi)
     if lo is None:  # ε(1) ≤ target: shrink σ until the target is exceeded

@@ -41,8 +41,12 @@ __all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
 def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
     """The accountant's keyword arguments from the parsed options; ``--dim`` checked by :func:`needs_dim`."""
     needs_dim(args.beta, args.clip_norm_p, args.dim)
+    if args.count_noise_multiplier is not None and args.mode == "paper":
+        raise CLIError("--count-noise-multiplier needs --mode certified (the paper's sampled PRV has no count "
+                       "query)")
     return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
-                steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p)
+                steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
+                count_noise_multiplier=args.count_noise_multiplier)
 
 
 def _reword(e: Exception) -> CLIError:
@@ -80,6 +84,9 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     print(rep.summary(dim=kw["dim"]))
     if args.verbose:
         print("\n".join(rep.verbose_lines()))
+        if kw["count_noise_multiplier"] is not None:
+            print(f"  count query included: count_noise_multiplier = {kw['count_noise_multiplier']:g} (adaptive "
+                  "clipping's noisy count, composed with every step: docs/accounting.md, Lemma 8)")
     return 0
 
 
@@ -122,8 +129,10 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
             out["clip_norm_p"] = kw["beta"]
         print(dumps_json(out))
         return 0
+    count = kw["count_noise_multiplier"]
     print(f"noise_multiplier = {fmt_up(sigma)} (target epsilon {args.target_epsilon:g}; beta = {kw['beta']:g}, "
-          f"q = {kw['sample_rate']:g}, steps = {kw['steps']})")
+          f"q = {kw['sample_rate']:g}, steps = {kw['steps']}"
+          + ("" if count is None else f", count_noise_multiplier = {count:g}") + ")")
     print(f"at this sigma: {rep.summary(dim=kw['dim'])}")
     return 0
 
@@ -159,8 +168,17 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------- parser
 
+#: --count-noise-multiplier's help: what σ_c is and how it relates to Opacus's unclipped_num_std
+COUNT_HELP = ("σ_c > 0 of adaptive clipping's noisy unclipped count, released each step from the same Poisson "
+              "batch (the accountant's count_noise_multiplier: the count's noise std over its sensitivity). "
+              "GGPrivacyEngine's clipping='adaptive' noises the centred count Σ(b_i − ½), sensitivity ½, with std "
+              "unclipped_num_std, so σ_c = 2·unclipped_num_std. Omit it for flat or per-layer clipping; "
+              "ε with it is larger")
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_mechanism_args(p)
+    p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
