@@ -212,7 +212,7 @@ def validate_dim(dim: Optional[int], beta: float, clip_norm_p: Optional[float] =
             p = beta if clip_norm_p is None else clip_norm_p
             raise ValueError(
                 f"{name} is required for beta={beta:g} with clipping norm p={p:g}: epsilon grows with the number "
-                f"of noised coordinates (only beta=2 with p<=2 does not depend on it); pass {name}=<number of "
+                f"of noised coordinates (only beta=2 with p<=2 and beta=p=1 do not depend on it); pass {name}=<number of "
                 "trainable parameters>")
         return 1
     return validate_positive_int(dim, name, maximum=DIM_MAX)

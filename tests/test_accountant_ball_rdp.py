@@ -269,5 +269,6 @@ def test_order_tiers_match_the_full_order_set(sigma, q, steps):
     segs = [(sigma, q, steps, 1.5, 10, 1.5)]
     tiered, order = br.rdp_ball_epsilon(segs, 1e-5)
     full, full_order = br.rdp_ball_epsilon(segs, 1e-5, orders=DEFAULT_ORDERS)
-    assert tiered >= full * (1 - 1e-12)
-    assert order == full_order and tiered == pytest.approx(full, rel=1e-9)
+    # both are upper bounds; they may differ by ~1e-8 relative because the orders where S_j is computed (chords in
+    # between, Lemma 5) depend on the largest order asked for
+    assert order == full_order and tiered == pytest.approx(full, rel=1e-7)

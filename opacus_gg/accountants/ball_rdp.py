@@ -382,6 +382,9 @@ def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int,
     if count_noise_multiplier is not None:
         logm = logm + count_log_moments(max(orders), count_noise_multiplier)
     one = subsampled_rdp_upper(orders, sample_rate, logm)
+    # every pair here is symmetric (x ↦ μ − x swaps P_μ and Q, with the count coordinate too), so the add RDP is
+    # ≤ the remove RDP order by order (docs/accounting.md, Lemma S): the remove bound caps the add bound
+    one = {"remove": one["remove"], "add": np.minimum(one["add"], one["remove"])}
     for v in one.values():
         v.setflags(write=False)
     return one
