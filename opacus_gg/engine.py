@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .optimizers import get_gg_optimizer_class
-from .optimizers.adaptive import COUNT_SENSITIVITY
+from .optimizers.adaptive import COUNT_SENSITIVITY, GGAdaClipMixin
 from .steps import expected_batch_size, steps_for_epochs
 from .validation import (
     validate_beta,
@@ -45,9 +45,12 @@ from .validation import (
     validate_sample_rate,
 )
 
-__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "ClippingAdvice", "split_max_grad_norm"]
+__all__ = ["GGPrivacyEngine", "GAUSSIAN_ACCOUNTANTS", "CLIP_BOUND_KEY", "ClippingAdvice", "split_max_grad_norm"]
 
 GAUSSIAN_ACCOUNTANTS = ("prv", "rdp", "gdp")
+#: checkpoint key of adaptive clipping's current bound C_t (the optimizer's state_dict, the wrapped optimizer's,
+#: does not hold it; Opacus's checkpoints do not store it)
+CLIP_BOUND_KEY = "adaptive_max_grad_norm"
 #: keywords of ``make_private_with_epsilon`` that opacus_gg's certified σ solver understands
 _GG_SOLVER_KEYWORDS = ("eps_error", "epsilon_tolerance", "progress")
 
@@ -350,6 +353,32 @@ class GGPrivacyEngine(PrivacyEngine):
             grad_sample_mode=grad_sample_mode,
             **kwargs,
         )
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[DPOptimizer] = None,
+                        checkpoint_dict: Optional[Dict[str, Any]] = None, **kwargs) -> None:
+        """Opacus's ``save_checkpoint``; with ``clipping="adaptive"`` also the current clip bound C_t
+        (:data:`CLIP_BOUND_KEY`)."""
+        checkpoint_dict = checkpoint_dict or {}
+        if isinstance(optimizer, GGAdaClipMixin):
+            checkpoint_dict[CLIP_BOUND_KEY] = float(optimizer.max_grad_norm)
+        super().save_checkpoint(path=path, module=module, optimizer=optimizer, checkpoint_dict=checkpoint_dict,
+                                **kwargs)
+
+    def load_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[DPOptimizer] = None,
+                        **kwargs) -> Dict:
+        """Opacus's ``load_checkpoint``; an adaptive optimizer continues from the saved clip bound C_t (a checkpoint
+        without one, Opacus's or an older one, loads with a warning and C_t restarts at the optimizer's bound:
+        C_t is post-processing of released counts, so either way ε is unchanged)."""
+        checkpoint = super().load_checkpoint(path=path, module=module, optimizer=optimizer, **kwargs)
+        if isinstance(optimizer, GGAdaClipMixin):
+            if checkpoint.get(CLIP_BOUND_KEY) is None:
+                warnings.warn(f"the checkpoint has no adaptive clip bound ({CLIP_BOUND_KEY}: saved by Opacus or an "
+                              f"older opacus-gg); clipping='adaptive' restarts at max_grad_norm="
+                              f"{optimizer.max_grad_norm:g}", stacklevel=2)
+            else:
+                optimizer.max_grad_norm = validate_max_grad_norm(checkpoint[CLIP_BOUND_KEY], CLIP_BOUND_KEY)
+        return checkpoint
 
     def get_epsilon(self, delta: float) -> float:
         """ε spent so far at δ (a certified upper bound with ``gg_prv``, 0 before any step), as Opacus's

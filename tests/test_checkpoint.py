@@ -80,6 +80,46 @@ def test_checkpoint_refuses_other_accountant(tmp_path):
         other.load_checkpoint(path=path, module=model, optimizer=opt)
 
 
+def _fresh_adaptive(seed=0):
+    torch.manual_seed(seed)
+    X = torch.randn(48, 6)
+    y = torch.randint(0, 3, (48,))
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    pe = GGPrivacyEngine()
+    model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(X, y),
+                                     batch_size=12), noise_multiplier=1.2, max_grad_norm=1.0, beta=1.5,
+                                     clipping="adaptive", target_unclipped_quantile=0.5, clipbound_learning_rate=0.5,
+                                     max_clipbound=10.0, min_clipbound=0.01, unclipped_num_std=1.0)
+    return pe, model, opt, dl
+
+
+def test_checkpoint_restores_the_adaptive_clip_bound(tmp_path):
+    """clipping='adaptive': the checkpoint holds the current bound C_t and loading continues from it (Opacus's
+    checkpoints hold only the wrapped optimizer's state); a checkpoint without it (Opacus's, or older) still loads,
+    with a warning, the history restored and C_t restarting at the optimizer's bound."""
+    from opacus_gg.engine import CLIP_BOUND_KEY
+
+    pe_a, model_a, opt_a, dl_a = _fresh_adaptive()
+    _epoch(model_a, opt_a, dl_a)
+    c_t = opt_a.max_grad_norm
+    assert c_t != 1.0
+    path = tmp_path / "ada.pt"
+    pe_a.save_checkpoint(path=path, module=model_a, optimizer=opt_a, checkpoint_dict={"epoch": 1})
+    pe_b, model_b, opt_b, _ = _fresh_adaptive(seed=1)
+    ckpt = pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b)
+    assert opt_b.max_grad_norm == c_t and ckpt["epoch"] == 1
+    assert pe_b.accountant.history == pe_a.accountant.history and len(pe_b.accountant.history[0]) == 7
+
+    old = torch.load(path, weights_only=False)
+    del old[CLIP_BOUND_KEY]
+    torch.save(old, path)
+    pe_c, model_c, opt_c, _ = _fresh_adaptive(seed=1)
+    with pytest.warns(UserWarning, match="restarts at max_grad_norm=1"):
+        pe_c.load_checkpoint(path=path, module=model_c, optimizer=opt_c)
+    assert opt_c.max_grad_norm == 1.0 and pe_c.get_epsilon(DELTA) == pe_a.get_epsilon(DELTA)
+
+
 # -- interoperability with Opacus's PrivacyEngine (β = 2, Gaussian accountants) ---------------------------
 
 
