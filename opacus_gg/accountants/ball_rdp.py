@@ -30,7 +30,7 @@ from opacus.accountants.analysis.rdp import get_privacy_spent
 from scipy import integrate, special
 
 from . import renyi
-from .renyi import DEFAULT_ORDERS, log_moment
+from .renyi import DEFAULT_ORDERS
 from .fisher import fisher_log_moments
 from ..validation import validate_delta
 from .count_query import count_log_moments
@@ -62,45 +62,6 @@ _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of t
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
 
 
-def _log_moment_small(j: int, a: float, beta: float) -> float:
-    r"""log(1 + ∫ q·[e^{jℓ} − 1 − j(e^ℓ − 1)] dx) (= log M(j) since E_Q[e^ℓ] = 1), quadrature error added.
-
-    The integrand is ≥ 0 and O(a²), so the added quadrature error is relative to M(j) − 1 instead of to M(j):
-    accurate for small shifts, where :func:`.renyi.log_moment` has an absolute floor of ~1e-10.
-    A pointwise floating-point slack 1e-15·(|e^{jℓ}−1| + j|e^ℓ−1|) is integrated too.
-    """
-    log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
-
-    def f(x: float) -> float:
-        ax, bx = abs(x) ** beta / beta, abs(x - a) ** beta / beta
-        ell = ax - bx
-        if j * ell > 700.0:  # e^{jℓ} dominates φ: φ·q ≤ 2·e^{jℓ − |x|^β/β − log Z}
-            return 2.0 * math.exp(min(j * ell - ax - log_z, 700.0))
-        e1, e2 = math.expm1(j * ell), math.expm1(ell)
-        phi = e1 - j * e2 + 1e-15 * (abs(e1) + j * abs(e2))
-        return phi * math.exp(-ax - log_z)
-
-    pts = [0.0, a]
-    if beta > 1.0:
-        r = ((j - 1.0) / j) ** (1.0 / (beta - 1.0))
-        if r < 1.0 and a / (1.0 - r) < 1e6:
-            pts.append(a / (1.0 - r))
-    pts = sorted(set(pts))
-    pieces = [(-math.inf, pts[0])] + list(zip(pts[:-1], pts[1:])) + [(pts[-1], math.inf)]
-    total = 0.0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", integrate.IntegrationWarning)
-            for lo, hi in pieces:
-                val, err = integrate.quad(f, lo, hi, limit=200, epsabs=0.0, epsrel=1e-10)
-                total += val + abs(err) + 1e-9 * abs(val)
-    except OverflowError:
-        return math.inf
-    if not math.isfinite(total):
-        return math.inf
-    return math.log1p(max(total, 0.0)) * (1.0 + _FP_SLACK)
-
-
 @lru_cache(maxsize=1 << 14)
 def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
     r"""K with L_j(a) ≤ K·a² for every 0 ≤ a ≤ a_s (quadrature error added):
@@ -117,30 +78,43 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
         z = a_s * w
         t = -(x ** beta) / beta - log_z
         if j * z > 30.0:  # j² e^{jz} dominates; (j(j-1) − j² + j) ≤ 0 and the e^{−z} term is ≤ j
-            return w * w * (j * j * math.exp(min(j * z + t, 700.0)) + j * math.exp(t))
+            return w * w * (j * j * math.exp(j * z + t) + j * math.exp(t))  # OverflowError → K = ∞ (no cap)
         inner = j * (j - 1.0) + j * j * math.expm1(j * z) - j * math.expm1(-z)
         return w * w * inner * math.exp(t)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", integrate.IntegrationWarning)
+            val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10)
+    except OverflowError:  # the integrand exceeds float range: no finite K from this bound
+        return math.inf
     total = val + abs(err) + 1e-9 * abs(val)  # ∫_ℝ = 2∫_0^∞, times ½
     return total * (1.0 + _FP_SLACK) if math.isfinite(total) else math.inf
 
 
+def _moment_epsrel(j: int, a: np.ndarray, beta: float) -> np.ndarray:
+    r"""Relative accuracy asked of the enclosure of M(j; a): MOMENT_EPSREL × min(1, the Fisher estimate
+    j(j−1)/2·E|X|^{2β−2}·a² of log M) (floor 1e-12), so log M is within MOMENT_EPSREL of itself for small shifts
+    too (there log M ≈ M − 1). Any value gives a valid bound; this only sets the tightness."""
+    fisher = math.exp((2 * beta - 2) / beta * math.log(beta) + special.gammaln((2 * beta - 1) / beta)
+                      - special.gammaln(1 / beta))
+    est = 0.5 * j * (j - 1) * fisher * np.asarray(a, dtype=np.float64) ** 2
+    return np.maximum(MOMENT_EPSREL * np.minimum(est, 1.0), 1e-12)
+
+
+def log_moment_uppers(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
+    r"""Upper bounds on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) for every a in ``shifts`` (one batch
+    of :func:`.renyi.log_moments_upper`, an enclosing quadrature), integer j ≥ 2, scale 1."""
+    a = np.abs(np.asarray(shifts, dtype=np.float64))
+    return renyi.log_moments_upper(float(j), a, beta, _moment_epsrel(j, a, beta))
+
+
 @lru_cache(maxsize=1 << 18)
 def log_moment_upper(j: int, a: float, beta: float) -> float:
-    r"""Upper bound on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)), integer j ≥ 2, scale 1.
-
-    The smaller of two quadratures that each add their error estimate: :func:`.renyi.log_moment`
-    (log space, for large shifts) and :func:`_log_moment_small` (M(j) − 1 directly, for small shifts).
-    """
+    r"""Upper bound on L_j(a) (:func:`log_moment_uppers` for one shift)."""
     if a == 0.0:
         return 0.0
-    big = log_moment(j, a, beta, epsrel=MOMENT_EPSREL)
-    if big > 1e-3:
-        return big
-    return min(big, _log_moment_small(j, a, beta))
+    return float(log_moment_uppers(j, [a], beta)[0])
 
 
 def _upper_hull_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -266,8 +240,7 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
     A = np.array([0.0] + [a for a in (_lattice_shift(i) for i in range(i_lo, i_hi + 1, _INITIAL_STEP)) if a < m] + [m])
 
     def values(a_arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        return (np.array([log_moment_upper(j, float(a), beta) if a > 0 else 0.0 for a in a_arr]),
-                np.array([kq(float(a)) for a in a_arr]))
+        return log_moment_uppers(j, a_arr, beta), np.array([kq(float(a)) for a in a_arr])
 
     G, Kq = values(A)
     U = A ** p
@@ -512,5 +485,6 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, ball_log_moment, log_moment_upper, quadratic_coefficient, renyi._log_moment_cached):
+    for fn in (step_rdp, ball_log_moment, log_moment_upper, quadratic_coefficient):
         fn.cache_clear()
+    renyi.clear_moment_cache()
