@@ -57,6 +57,12 @@ def test_unknown_keys_are_rejected(tmp_path: Path) -> None:
     ("train.batch_size", 2.5, "train.batch_size"), ("train.lr", float("nan"), "train.lr"),
     ("privacy.target_epsilon", 0, "privacy.target_epsilon"), ("data.name", "mnist", "data.name"),
     ("privacy.calibration", "rdp", "privacy.calibration"), ("privacy.clip_norm_p", 0.5, "clip_norm_p"),
+    ("privacy.clipping", "ghost", "privacy.clipping"),
+    ("privacy.target_unclipped_quantile", 1.5, "privacy.target_unclipped_quantile"),
+    ("privacy.clipbound_learning_rate", -0.1, "privacy.clipbound_learning_rate"),
+    ("privacy.unclipped_num_std", 0, "privacy.unclipped_num_std"),
+    ("privacy.min_clipbound", 200.0, "privacy.max_clipbound must be larger than privacy.min_clipbound"),
+    ("privacy.max_clipbound", "big", "privacy.max_clipbound"),
 ])
 def test_bad_values_name_the_key(key: str, value, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -75,13 +81,19 @@ def test_cli_flags_map_to_config_keys() -> None:
         "train", "--config", str(CONFIGS / "adult_fcn.yaml"), "--beta", "1.5", "--target-epsilon", "2",
         "--delta", "1e-7", "--epochs", "3", "--batch-size", "64", "--lr", "0.1", "--max-grad-norm", "0.25",
         "--device", "cpu", "--seed", "4", "--data-root", "/d", "--output-dir", "/o", "--download",
-        "--resume", "--set", "train.momentum=0.9", "--quiet"])
+        "--resume", "--set", "train.momentum=0.9", "--quiet", "--clipping", "adaptive"])
     cfg = build_config(args)
     p, t = cfg["privacy"], cfg["train"]
     assert (p["beta"], p["target_epsilon"], p["target_delta"], p["max_grad_norm"]) == (1.5, 2.0, 1e-7, 0.25)
     assert (t["epochs"], t["batch_size"], t["lr"], t["momentum"]) == (3, 64, 0.1, 0.9)
     assert (cfg["seed"], cfg["data"]["root"], cfg["output_dir"], cfg["data"]["download"]) == (4, "/d", "/o", True)
-    assert cfg["resume"] == "auto" and cfg["quiet"] is True
+    assert cfg["resume"] == "auto" and cfg["quiet"] is True and p["clipping"] == "adaptive"
+
+
+def test_adaptive_clipping_refuses_the_paper_calibration() -> None:
+    with pytest.raises(ValueError, match="privacy.calibration='paper' cannot go with privacy.clipping='adaptive'"):
+        validate_config(apply_overrides(load_config("quickstart"), {"privacy.clipping": "adaptive",
+                                                                     "privacy.calibration": "paper"}))
 
 
 def test_cli_bad_flag_value_exits_2(capsys: pytest.CaptureFixture) -> None:

@@ -36,6 +36,47 @@ def test_quickstart_main_job_via_cli(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "Opacus (Gaussian) at the same ε" in out
 
 
+#: one epoch of the quickstart on 256 digits (4 steps), no Opacus baseline, the proven ε alone
+TINY_QUICKSTART = ["train", "--config", "quickstart", "--epochs", "1", "--quiet", "--set", "data.limit_train=256",
+                   "--set", "compare_opacus=false", "--set", "privacy.equal_spreads_epsilon=false"]
+
+
+def test_quickstart_with_adaptive_clipping_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--set privacy.clipping=adaptive on the quickstart (β = p = 1.5, fixed σ): the run records its clipping, the
+    count's σ_c = 2·batch_size/20 and the bound C_t per row; the accountant's history holds σ_c; the
+    checkpoint holds C_t."""
+    rc = main(TINY_QUICKSTART + ["--set", "privacy.clipping=adaptive", "--noise-multiplier", "1.2",
+                                 "--output-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["clipping"] == "adaptive" and res["count_noise_multiplier"] == 2 * 64 / 20
+    assert res["adaptive"]["unclipped_num_std"] == 64 / 20 and res["adaptive"]["target_unclipped_quantile"] == 0.1
+    rows = res["rows"]
+    assert rows[0]["max_grad_norm"] == 1.0 != rows[1]["max_grad_norm"]  # the bound moved
+    assert "(adaptive: γ = 0.1, σ_c = 6.4)" in out and f"C {rows[1]['max_grad_norm']:.4g}" in out
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert ckpt["adaptive_max_grad_norm"] == rows[1]["max_grad_norm"]
+    # the accountant saw the count (its ε with σ_c: tests/test_adaptive_accounting.py)
+    hist = ckpt["privacy_accountant_state_dict"]["history"]
+    assert [tuple(h) for h in hist] == [(1.2, res["sample_rate"], 4, 1.5, res["dim"], 1.5, 6.4)]
+
+
+def test_adaptive_run_solves_sigma_with_the_count(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """privacy.clipping: adaptive with σ calibrated (β = 2): make_private_with_epsilon solves σ with the count, so
+    the ε the accountant reports with the count meets the target (target − tolerance ≤ ε ≤ target)."""
+    from opacus_gg.accountants import compute_epsilon
+
+    rc = main(TINY_QUICKSTART + ["--beta", "2", "--clipping", "adaptive", "--output-dir", str(tmp_path),
+                                 "--set", "privacy.epsilon_tolerance=0.05"])
+    assert rc == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["calibration"] == "certified" and res["count_noise_multiplier"] == 6.4
+    eps = compute_epsilon(noise_multiplier=res["noise_multiplier"], sample_rate=res["sample_rate"],
+                          steps=res["rows"][1]["steps"], delta=1e-5, count_noise_multiplier=6.4).epsilon
+    assert 3.0 - 0.05 <= eps <= 3.0 and res["epsilon"] == pytest.approx(eps, rel=1e-9)
+
+
 def test_resume_continues_accounting(data_root: Path, tmp_path: Path) -> None:
     cfg = tiny_config("adult_fcn", data_root, tmp_path)
     first = run(cfg, log=lambda s: None)

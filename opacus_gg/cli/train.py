@@ -13,7 +13,8 @@ from . import beta_value, norm_p, positive_float, positive_int, probability
 FLAG_KEYS = {
     "beta": "privacy.beta", "clip_norm_p": "privacy.clip_norm_p", "target_epsilon": "privacy.target_epsilon",
     "delta": "privacy.target_delta", "noise_multiplier": "privacy.noise_multiplier",
-    "max_grad_norm": "privacy.max_grad_norm", "calibration": "privacy.calibration", "epochs": "train.epochs",
+    "max_grad_norm": "privacy.max_grad_norm", "clipping": "privacy.clipping", "calibration": "privacy.calibration",
+    "epochs": "train.epochs",
     "batch_size": "train.batch_size", "lr": "train.lr", "device": "device", "seed": "seed",
     "data_root": "data.root", "output_dir": "output_dir",
 }
@@ -37,6 +38,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", choices=["certified", "paper"],
                    help="which ε the σ solver targets: the accountant's (certified) or the paper's estimate")
     p.add_argument("--max-grad-norm", type=positive_float, help="clipping norm C")
+    p.add_argument("--clipping", choices=["flat", "per_layer", "adaptive"],
+                   help="per-sample clipping (config: privacy.clipping); adaptive: C starts at --max-grad-norm and "
+                        "tracks privacy.target_unclipped_quantile, its noisy count accounted")
     p.add_argument("--epochs", type=positive_int, help="training epochs (config: train.epochs)")
     p.add_argument("--batch-size", type=positive_int, help="expected (Poisson) batch size")
     p.add_argument("--lr", type=positive_float, help="learning rate (config: train.lr)")

@@ -6,6 +6,9 @@ at δ = ``privacy.target_delta`` (the engine's ``make_private_with_epsilon``). W
 paper`` σ instead solves the paper's one-hot accounting (an estimate for β ≠ 2) and the accountant's ε is still
 reported. Every ε carries the scope of the accountant's report (``epsilon_scope``: proven / equal_spreads /
 estimate, :mod:`opacus_gg.accountants.report`), in the log, ``metrics.csv`` and ``results.json``.
+``privacy.clipping`` (flat, per_layer, adaptive) goes to the engine; with ``adaptive`` the adaptive keys go too
+(:func:`adaptive_arguments`), σ is solved with the noisy count included, results.json records ``clipping``,
+``adaptive`` and ``count_noise_multiplier``, and each row's ``max_grad_norm`` is the bound C_t after the epoch.
 Every epoch row holds :data:`ROW_KEYS`. Row 0 evaluates the initial model (its train_loss is a full pass over
 the training set without an update).
 
@@ -31,15 +34,19 @@ from torch.utils.data import DataLoader, TensorDataset
 from opacus_gg.formatting import solver_progress
 from opacus_gg.steps import steps_for_epochs
 
-from .config import Config, validate_config
+from .config import DEFAULTS, Config, validate_config
 from .data import DataBundle, load_dataset
 from .features import cached_features, make_extractor, normalize_images
 from .models import build_model, count_parameters
 
-__all__ = ["run", "prepare_data", "make_privacy_engine", "epsilon_text", "free_output_dir", "ROW_KEYS"]
+__all__ = ["run", "prepare_data", "make_privacy_engine", "epsilon_text", "free_output_dir", "adaptive_arguments",
+           "ROW_KEYS"]
 
 ROW_KEYS = ["epoch", "train_loss", "test_loss", "test_accuracy", "epsilon", "epsilon_scope", "epsilon_paper",
-            "epsilon_paper_scope", "noise_multiplier", "beta", "dim", "steps", "wall_time"]
+            "epsilon_paper_scope", "noise_multiplier", "max_grad_norm", "beta", "dim", "steps", "wall_time"]
+#: the adaptive-clipping keys of the ``privacy`` section, passed to ``make_private`` as Opacus names them
+ADAPTIVE_KEYS = ("target_unclipped_quantile", "clipbound_learning_rate", "max_clipbound", "min_clipbound",
+                 "unclipped_num_std")
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 RUN_FILES = ("results.json", "metrics.csv", "checkpoint.pt", "model_final.pt")
@@ -169,10 +176,21 @@ def _write_outputs(out: Path, rows: List[Dict[str, Any]], summary: Dict[str, Any
         json.dump({**summary, "rows": rows}, f, indent=2)
 
 
-def _format_row(r: Dict[str, Any], epochs: int, delta: float) -> str:
+def adaptive_arguments(cfg: Config) -> Dict[str, float]:
+    """``make_private``'s adaptive-clipping keywords from ``privacy`` (unclipped_num_std None → batch_size / 20,
+    Andrew et al.'s σ_b = m/20); empty unless ``privacy.clipping`` is "adaptive"."""
+    p = cfg["privacy"]
+    if p["clipping"] != "adaptive":
+        return {}
+    out = {k: float(p[k]) for k in ADAPTIVE_KEYS if p[k] is not None}
+    out.setdefault("unclipped_num_std", float(cfg["train"]["batch_size"]) / 20.0)
+    return out
+
+
+def _format_row(r: Dict[str, Any], epochs: int, delta: float, show_c: bool = False) -> str:
     s = (f"epoch {r['epoch']}/{epochs}  train_loss {r['train_loss']:.4f}  test_loss {r['test_loss']:.4f}  "
-         f"test_acc {r['test_accuracy']:.4f}  ε = {epsilon_text(r['epsilon'], r['epsilon_scope'])} "
-         f"at δ = {delta:g}, d = {r['dim']}")
+         f"test_acc {r['test_accuracy']:.4f}  " + (f"C {r['max_grad_norm']:.4g}  " if show_c else "")
+         + f"ε = {epsilon_text(r['epsilon'], r['epsilon_scope'])} at δ = {delta:g}, d = {r['dim']}")
     if r.get("epsilon_paper") is not None:
         s += f"; paper-mode ε = {epsilon_text(r['epsilon_paper'], r['epsilon_paper_scope'])}"
     return s
@@ -211,10 +229,10 @@ def _load_resume(cfg: Config, out: Path) -> Tuple[Path, Dict[str, Any]]:
         raise ValueError(f"--resume: no checkpoint at {path}")
     ckpt = torch.load(path, weights_only=False)
     old = ckpt.get("config", {})
-    for key in ("beta", "clip_norm_p", "max_grad_norm", "target_delta"):
-        if old.get("privacy", {}).get(key) != p[key]:
-            raise ValueError(f"--resume: privacy.{key} differs from the checkpoint's "
-                             f"({p[key]!r} vs {old.get('privacy', {}).get(key)!r})")
+    for key in ("beta", "clip_norm_p", "max_grad_norm", "target_delta", "clipping", "unclipped_num_std"):
+        was = old.get("privacy", {}).get(key, DEFAULTS["privacy"][key])  # an older checkpoint: the default
+        if was != p[key]:
+            raise ValueError(f"--resume: privacy.{key} differs from the checkpoint's ({p[key]!r} vs {was!r})")
     if old.get("train", {}).get("batch_size") != t["batch_size"]:
         raise ValueError("--resume: train.batch_size differs from the checkpoint's")
     old_epochs = int(old.get("train", {}).get("epochs", t["epochs"]))
@@ -255,8 +273,10 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
     sample_rate = 1.0 / steps_per_epoch  # what Opacus's DPDataLoader uses for expected batch size B: ≈ B/n
 
     engine = make_privacy_engine()
+    adaptive = adaptive_arguments(cfg)
     common = dict(module=model, optimizer=optimizer, data_loader=loader, max_grad_norm=float(p["max_grad_norm"]),
-                  poisson_sampling=bool(p["poisson_sampling"]), beta=beta, clip_norm_p=p["clip_norm_p"])
+                  poisson_sampling=bool(p["poisson_sampling"]), beta=beta, clip_norm_p=p["clip_norm_p"],
+                  clipping=p["clipping"], **adaptive)
     sigma = ckpt["noise_multiplier"] if ckpt else p["noise_multiplier"]
     calibration = "fixed" if sigma is not None else p["calibration"]
     t0 = time.perf_counter()
@@ -296,14 +316,19 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         "name": cfg["name"], "config": cfg, "dataset": d["name"], "model": cfg["model"]["name"],
         "beta": beta, "clip_norm_p": p["clip_norm_p"] if p["clip_norm_p"] is not None else beta,
         "dim": dim, "sample_rate": sample_rate, "steps_per_epoch": steps_per_epoch,
-        "noise_multiplier": sigma, "max_grad_norm": float(p["max_grad_norm"]), "target_delta": delta,
+        "noise_multiplier": sigma, "max_grad_norm": float(p["max_grad_norm"]), "clipping": p["clipping"],
+        "adaptive": adaptive or None, "count_noise_multiplier": getattr(optimizer, "count_noise_multiplier", None),
+        "target_delta": delta,
         "target_epsilon": p["target_epsilon"] if calibration != "fixed" else None, "calibration": calibration,
         "engine": type(engine).__name__, "seed": cfg["seed"],
         "epsilon_note": "epsilon: the GG PRV accountant's epsilon for this run (dim = #params), with the scope in "
                         "epsilon_scope; epsilon_paper: the paper's one-hot accounting, scope in epsilon_paper_scope",
     }
+    clip = "" if p["clipping"] == "flat" else (f" ({p['clipping']}" + (
+        f": γ = {adaptive['target_unclipped_quantile']:g}, σ_c = {summary['count_noise_multiplier']:g}"
+        if adaptive else "") + ")")
     log(f"{cfg['name']}: {d['name']} / {cfg['model']['name']} (d = {dim} parameters), β={beta:g}, σ={sigma:.4f}, "
-        f"C={p['max_grad_norm']:g}, q={sample_rate:.5f}, {steps_per_epoch} steps/epoch, engine {type(engine).__name__}"
+        f"C={p['max_grad_norm']:g}{clip}, q={sample_rate:.5f}, {steps_per_epoch} steps/epoch, engine {type(engine).__name__}"
         f"; outputs in {out}")
 
     if not rows:
@@ -311,7 +336,8 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         te_loss, te_acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
         rows.append({"epoch": 0, "train_loss": tr_loss, "test_loss": te_loss, "test_accuracy": te_acc,
                      "epsilon": 0.0, "epsilon_scope": "proven", "epsilon_paper": 0.0, "epsilon_paper_scope": "proven",
-                     "noise_multiplier": sigma, "beta": beta, "dim": dim, "steps": 0, "wall_time": 0.0})
+                     "noise_multiplier": sigma, "max_grad_norm": float(p["max_grad_norm"]), "beta": beta, "dim": dim,
+                     "steps": 0, "wall_time": 0.0})
     for epoch in range(start_epoch, int(t["epochs"]) + 1):
         t0 = time.perf_counter()
         train_loss = _train_epoch(model, optimizer, loader, device, t["max_physical_batch_size"], progress,
@@ -320,16 +346,19 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         te_loss, te_acc = evaluate(model, bundle.test, t["eval_batch_size"], device)
         eps, scope = _proven_epsilon(engine, delta, p["eps_error"])
         want_paper = p["paper_epsilon"] is True or (p["paper_epsilon"] == "final" and epoch == int(t["epochs"]))
+        if want_paper and adaptive:  # the paper's one-hot accounting has no count query
+            log("paper-mode ε skipped: the paper's accounting has no count query (privacy.clipping: adaptive)")
+            want_paper = False
         paper = _paper_epsilon(engine.accountant, delta, p["eps_error"]) if want_paper else None
         row = {"epoch": epoch, "train_loss": train_loss, "test_loss": te_loss, "test_accuracy": te_acc,
                "epsilon": eps, "epsilon_scope": scope,
                "epsilon_paper": None if paper is None else paper.epsilon,
                "epsilon_paper_scope": None if paper is None else paper.scope,
-               "noise_multiplier": sigma, "beta": beta, "dim": dim,
+               "noise_multiplier": sigma, "max_grad_norm": float(optimizer.max_grad_norm), "beta": beta, "dim": dim,
                "steps": steps_for_epochs(epoch, data_loader=loader),
                "wall_time": elapsed}
         rows.append(row)
-        log(_format_row(row, int(t["epochs"]), delta))
+        log(_format_row(row, int(t["epochs"]), delta, show_c=bool(adaptive)))
         if summary["target_epsilon"] is not None and eps > float(summary["target_epsilon"]):
             log(f"warning: ε = {epsilon_text(eps, scope)} exceeds the target "
                 f"{float(summary['target_epsilon']):g}")
