@@ -275,3 +275,41 @@ def test_order_tiers_match_the_full_order_set(sigma, q, steps):
     # both are upper bounds; they may differ by ~1e-8 relative because the orders where S_j is computed (chords in
     # between, Lemma 5) depend on the largest order asked for
     assert order == full_order and tiered == pytest.approx(full, rel=1e-7)
+
+
+def test_lemma6_add_bound_needs_the_reverse_moment_and_holds_for_gg_pairs():
+    """Lemma 6 (add): E_Q[(1−q+qe^ℓ)^{1−α}] ≤ (1−q) + q·M̄(α) with the REVERSE moment M̄(α) = ∫Q^αP^{1−α}.
+    With M(α) = ∫P^αQ^{1−α} instead it is false for a general pair (issue 19's counterexample); for GG pairs
+    M̄ = M (reflection symmetry, Lemma 1), which is what every call site passes."""
+    from scipy import integrate
+
+    from opacus_gg.accountants.renyi import subsampled_rdp_from_log_moments
+
+    q, alpha = 0.9, 3
+    Q, P = np.array([0.5, 0.5]), np.array([0.999, 0.001])
+    true_add = float(np.sum(Q * (1 - q + q * P / Q) ** (1 - alpha)))
+    assert true_add == pytest.approx(48.39, abs=0.01)
+    forward = np.log([np.sum(P ** j * Q ** (1 - j)) for j in range(alpha + 1)])
+    reverse_alpha = math.log(np.sum(Q ** alpha * P ** (1 - alpha)))
+    wrong = subsampled_rdp_from_log_moments([alpha], q, forward)["add"][0]
+    assert math.exp((alpha - 1) * wrong) == pytest.approx(3.69, abs=0.01) and math.exp((alpha - 1) * wrong) < true_add
+    fixed = forward.copy()
+    fixed[alpha] = reverse_alpha  # Jensen's term with M̄(α); the Taylor term keeps χ² = M(2) − 1 (any pair)
+    assert math.exp((alpha - 1) * subsampled_rdp_from_log_moments([alpha], q, fixed)["add"][0]) >= true_add
+    # GG pairs: M̄(j) = M(j) by quadrature, and the add bound built from M is ≥ the add moment by quadrature
+    for beta, a in ((1.0, 0.8), (1.5, 1.2), (3.0, 0.7)):
+        logf = lambda x: -abs(x) ** beta / beta  # noqa: E731 (unnormalised; Z cancels in every ratio below)
+        z = 2 * beta ** (1 / beta) * math.gamma(1 + 1 / beta)
+        pts = [-8.0, 0.0, a, 8.0 + a]
+        for j in (2, 4):
+            fwd = integrate.quad(lambda x: math.exp(j * logf(x - a) + (1 - j) * logf(x)) / z, pts[0], pts[-1],
+                                 points=pts[1:-1], limit=200)[0]
+            rev = integrate.quad(lambda x: math.exp(j * logf(x) + (1 - j) * logf(x - a)) / z, pts[0], pts[-1],
+                                 points=pts[1:-1], limit=200)[0]
+            assert rev == pytest.approx(fwd, rel=1e-8)
+        for qq in (0.05, 0.5, 0.95):
+            add = integrate.quad(lambda x: math.exp(logf(x)) / z * (1 - qq + qq * math.exp(logf(x - a) - logf(x)))
+                                 ** (1 - alpha), pts[0], pts[-1], points=pts[1:-1], limit=200)[0]
+            logm = np.array([br.log_moment_upper(j, a, beta) if j >= 2 else 0.0 for j in range(alpha + 1)])
+            bound = math.exp((alpha - 1) * subsampled_rdp_from_log_moments([alpha], qq, logm)["add"][0])
+            assert bound >= add * (1 - 1e-9)

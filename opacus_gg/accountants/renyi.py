@@ -15,7 +15,9 @@ Poisson subsampling with rate q, integer order α ≥ 2:
 
 * remove (exact):  E_Q[(1-q+qe^ℓ)^α] = Σ_j C(α,j)(1-q)^{α-j} q^j M(j);
 * add (upper bound), the smaller of
-  - Jensen (convexity of x^{1-α}):  E_Q[(1-q+qe^ℓ)^{1-α}] ≤ (1-q) + q·M(α),
+  - Jensen (convexity of x^{1-α}):  E_Q[(1-q+qe^ℓ)^{1-α}] ≤ (1-q) + q·M̄(α), M̄(α) = ∫Q^αP^{1-α} the reverse
+    moment, = M(α) for the symmetric pairs of this library only (GG shifts, their products; false for a general
+    pair: docs/accounting.md, Lemma 6),
   - Taylor with Lagrange remainder (f(y) = (1+y)^{1-α}, y = q(e^ℓ-1) ≥ -q, f'' ≤ f''(-q)):
     E_Q[(1-q+qe^ℓ)^{1-α}] ≤ 1 + C(α,2)(1-q)^{-α-1} q² χ², with χ² = M(2) - 1.
 
@@ -292,7 +294,8 @@ def subsampled_rdp_from_log_moments(orders: Sequence[int], sample_rate: float, l
     j = 0 … max(orders) (exact values, or upper bounds: both results are non-decreasing in every logm[j]).
 
     remove: log Σ_j C(α,j)(1-q)^{α-j} q^j M(j) / (α-1) (exact); add: log min(Jensen, Taylor) / (α-1), Jensen
-    (1-q) + q·M(α), Taylor 1 + C(α,2)(1-q)^{-α-1} q² (M(2) - 1) (module doc).
+    (1-q) + q·M(α), Taylor 1 + C(α,2)(1-q)^{-α-1} q² (M(2) - 1) (module doc). The Jensen term is valid only for a
+    symmetric pair (reverse moment = forward moment, as for every GG pair): the caller's responsibility.
     """
     q = float(sample_rate)
     lm2 = float(logm[2])
