@@ -255,7 +255,7 @@ def test_scaled_tables_are_the_float64_products_rounded_once(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("budgets", [None, (5, 40, 40)])
 def test_accelerator_draw_in_chunks_is_the_one_pass_stream(dtype, budgets, monkeypatch):
-    """The accelerator path's candidate pass in chunks (its memory: a 1-byte mask per draw beyond the output)
+    """The accelerator path's candidate pass in chunks (its memory: a 1-bit mask per draw beyond the output)
     gives, on CPU, the same draws bit for bit as one pass over the whole buffer, also when the budgets are
     exceeded and the Finisher decodes the unresolved draws' codes from the output."""
     if budgets:
@@ -271,3 +271,12 @@ def test_accelerator_draw_in_chunks_is_the_one_pass_stream(dtype, budgets, monke
             fin.finish()
         outs.append(x)
     assert torch.equal(outs[0], outs[1]) and torch.isfinite(outs[0]).all()
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1000, 1003])
+def test_packed_rejection_mask_round_trips(n):
+    g = torch.Generator().manual_seed(n)
+    mask = torch.rand(n, generator=g) < 0.3
+    packed = torch.empty(-(-n // 8), dtype=torch.uint8)
+    Z._pack(mask, packed)
+    assert torch.equal(Z._unpack(packed, n), mask)
