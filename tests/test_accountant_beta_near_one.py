@@ -30,7 +30,7 @@ def _eps(sigma, beta, q=1.0, steps=5):
 
 def _check_cell(beta, sigma):
     eps, eps_one = _eps(sigma, beta), _eps(sigma, 1.0)
-    lower = epsilon_lower(sigma, beta, 1.0, 5, DELTA)
+    lower = epsilon_lower([(sigma, 1.0, 5, beta)], DELTA)
     assert eps >= lower, (beta, sigma, eps, lower)
     assert eps <= lower + 0.01 * lower + 0.01  # tight: within one percent of a rigorous lower bound
     # continuity at β = 1: |ε(β) − ε(1)| ≤ 3(β − 1)·ε(1) + 10^{-4}·ε(1) (the β = 1 path is exact Laplace)
@@ -54,13 +54,13 @@ def test_cli_example_of_the_issue_is_sound(cli):
                         "--steps", "5", "--delta", "1e-5"])
     assert code == 0
     printed = float(out.split("epsilon = ")[1].split()[0])
-    assert printed >= epsilon_lower(2.0, 1.01, 1.0, 5, DELTA) >= 2.49
+    assert printed >= epsilon_lower([(2.0, 1.0, 5, 1.01)], DELTA) >= 2.49
 
 
 @pytest.mark.parametrize("beta", (1.000001, 1.0001, 1.01))
 def test_subsampled_beta_near_one_is_continuous_and_above_lower_bound(beta):
     one = _eps(1.0, beta, q=0.01, steps=1)
-    assert one >= epsilon_lower(1.0, beta, 0.01, 1, DELTA)
+    assert one >= epsilon_lower([(1.0, 0.01, 1, beta)], DELTA)
     assert abs(one - _eps(1.0, 1.0, q=0.01, steps=1)) <= (3.0 * (beta - 1.0) + 1e-4) * one
     long = _eps(1.0, beta, q=0.01, steps=1000)  # raised "Cannot compute epsilon" before
     ref = _eps(1.0, 1.0, q=0.01, steps=1000)
@@ -78,7 +78,7 @@ def test_sigma_solvers_inherit_the_beta_near_one_fix():
     # the β = 1 solution is 2.50; β = 1.01 returned 2.0 (true ε ≈ 2.5 > target) before
     sigma = get_noise_multiplier(target_epsilon=2.0, target_delta=DELTA, sample_rate=1.0, steps=5, beta=1.01, dim=1)
     assert sigma >= 2.49
-    assert epsilon_lower(sigma, 1.01, 1.0, 5, DELTA) <= 2.0
+    assert epsilon_lower([(sigma, 1.0, 5, 1.01)], DELTA) <= 2.0
     pate = pate_noise_multiplier(target_epsilon=2.0, target_delta=DELTA, n_queries=5, beta=1.01,
                                  adjacency="add_remove")
     assert pate >= 2.49
