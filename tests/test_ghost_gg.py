@@ -159,3 +159,54 @@ def test_ghost_fsdp_gg_on_two_gloo_processes(tmp_path):
     assert ks.pvalue > 1e-3, ks
     assert res[0]["history"] == res[1]["history"] == [[1.0, 0.5, 2, 1.5, d, 2.0]]  # (σ, q, steps, β, d, p)
     assert res[0]["eps"] == res[1]["eps"] > 0
+
+
+def _ddp_worker(rank: int, port: int, out_dir: str, world: int) -> None:
+    warnings.filterwarnings("ignore")
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+
+        from opacus_gg.optimizers import GGDistributedDPOptimizerFastGradientClipping
+
+        torch.manual_seed(0)
+        model = DPDDP(nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)))
+        g = torch.Generator().manual_seed(10 + rank)
+        ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
+        model, opt, crit, dl = GGPrivacyEngine().make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
+            data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0,
+            poisson_sampling=False, grad_sample_mode="ghost", beta=1.5, clip_norm_p=2.0,
+            noise_generator=torch.Generator().manual_seed(3))
+        assert isinstance(opt, GGDistributedDPOptimizerFastGradientClipping)
+        for x, y in dl:
+            opt.zero_grad()
+            crit(model(x), y).backward()
+            opt.step()
+        # the last step's released sum: rank 0's noise once in the all-reduced gradient (mean over 2 ranks)
+        noise = [(p.grad * opt.expected_batch_size * world).flatten() for p in opt.params]
+        sums = [p.summed_grad.clone() for p in opt.params]
+        for s_ in sums:
+            dist.all_reduce(s_)
+        noise = torch.cat([z - s_.flatten() for z, s_ in zip(noise, sums)])
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump({"params": torch.cat([p.detach().flatten() for p in model.parameters()]).tolist(),
+                       "noise": noise.tolist()}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ghost_ddp_gg_on_two_gloo_processes(tmp_path):
+    """DDP ghost clipping on two gloo processes, β = 1.5, p = 2: the same parameters on both ranks, and the
+    released sum holds GG(β, σC) noise once (rank 0's; KS over all coordinates of the last step)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_ddp_worker, args=(port, str(tmp_path), 2), nprocs=2, join=True, start_method="spawn")
+    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert res[0]["params"] == res[1]["params"]
+    ks = stats.kstest(res[0]["noise"], stats.gennorm(1.5, scale=gennorm_scale(1.5, 1.0)).cdf)
+    assert ks.pvalue > 1e-3, ks
