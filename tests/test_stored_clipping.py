@@ -16,13 +16,12 @@ from torch.utils.data import DataLoader, TensorDataset
 from opacus_gg import GGPrivacyEngine, _device, rank1
 from opacus_gg.clipping import stored_clip_bound
 
-mpmath.mp.dps = 40
-
 
 def _exact_norm(tensors, p) -> mpmath.mpf:
     """‖x‖_p of the stored entries (exact in float64, then |x|^p summed at 40 digits)."""
     vals = [float(v) for t in tensors for v in t.detach().double().flatten().tolist()]
-    return mpmath.fsum(abs(mpmath.mpf(v)) ** p for v in vals) ** (1 / mpmath.mpf(p))
+    with mpmath.workdps(40):
+        return +(mpmath.fsum(abs(mpmath.mpf(v)) ** p for v in vals) ** (1 / mpmath.mpf(p)))
 
 
 def _model(dtype):
