@@ -155,3 +155,15 @@ def test_grid_tail_beyond_half_width_is_within_budget():
             comp = compose_heterogeneous(dprvs=[DiscretePRV(pmf=wsteps[i][0], domain=wide) for i in subset],
                                          num_self_compositions=[wsteps[i][1] for i in subset])
             assert float(comp.pmf[comp.domain.ts > L].sum()) <= budget
+
+
+def test_discrete_pair_refuses_a_law_of_mass_above_one_or_nan():
+    from opacus_gg.accountants.discrete import DiscretePair
+
+    om = np.full(100, 0.0101)  # mass 1.01
+    with pytest.raises(AccountingError, match="total mass"):
+        DiscretePair(0.0, 0.1, om, om * np.exp(-0.1 * np.arange(100)), 0.0, 0.0)
+    om = np.full(100, 0.01)
+    om[3] = np.nan
+    with pytest.raises(AccountingError, match="NaN"):
+        DiscretePair(0.0, 0.1, om, np.full(100, 0.001), 0.0, 0.0)

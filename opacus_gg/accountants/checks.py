@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AccountingError", "check_finite", "check_pmf"]
+__all__ = ["AccountingError", "check_finite", "check_pmf", "mass_budget"]
 
 
 class AccountingError(ArithmeticError):
@@ -44,3 +44,13 @@ def check_pmf(pmf: np.ndarray, what: str, *, mass_budget: float, inf_mass: float
         raise AccountingError(f"{what}: total mass {total!r} is not within {mass_budget:.3g} of "
                               f"{'1' if probability else '[0, 1]'}")
     return m
+
+
+#: unit round-off of float64
+UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2.0
+
+
+def mass_budget(n: int) -> float:
+    r"""Round-off allowed in the total mass of an n-point PMF built by differences or products of rounded
+    numbers: 64·n·u + 10^{−12} (u = 2^{−53}); docs/accounting.md, Lemma R2."""
+    return 64.0 * n * UNIT_ROUNDOFF + 1e-12

@@ -21,6 +21,7 @@ from scipy import fft as sp_fft
 
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
+from .checks import check_pmf, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
 __all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
@@ -47,6 +48,10 @@ class DiscretePair:
     q_ninf: float
 
     def __post_init__(self) -> None:
+        # both laws finite, non-negative and of mass ≤ 1 within the round-off budget (Lemma R2)
+        budget = mass_budget(self.omega.size)
+        check_pmf(self.omega, "discrete pair (P-law)", mass_budget=budget, inf_mass=self.p_inf)
+        check_pmf(self.nu, "discrete pair (Q-law)", mass_budget=budget, inf_mass=self.q_ninf)
         # mass lost to round-off is put at ±∞ (P at +∞, Q at −∞): pessimistic, keeps both laws of mass ≥ 1
         self.p_inf = float(min(max(self.p_inf, 1.0 - float(self.omega.sum())), 1.0))
         self.q_ninf = float(min(max(self.q_ninf, 1.0 - float(self.nu.sum())), 1.0))

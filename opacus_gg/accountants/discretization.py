@@ -21,7 +21,7 @@ import numpy as np
 from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
-from .checks import check_finite, check_pmf
+from .checks import check_finite, check_pmf, mass_budget
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta
 
@@ -76,13 +76,9 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
 
 
 def pmf_mass_budget(n: int) -> float:
-    r"""Round-off allowed in the total mass of an n-point connect-the-dots PMF: 64·n·u + 10^{−12} (u = 2^{−53};
-    each ω_i is a difference of two slopes, each of a few roundings). Lemma R2."""
-    return 64.0 * n * _UNIT_ROUNDOFF + 1e-12
-
-
-#: unit round-off of float64
-_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2.0
+    r"""Round-off allowed in the total mass of an n-point connect-the-dots PMF (:func:`.checks.mass_budget`: each
+    ω_i is a difference of two slopes, each of a few roundings). Lemma R2."""
+    return mass_budget(n)
 
 
 def mesh_for(eps_error: float, total_steps: int, delta_error: float) -> float:
