@@ -37,6 +37,8 @@ def table() -> None:
                         warnings.simplefilter("ignore", UserWarning)
                         r = compute_epsilon(noise_multiplier=1.0, sample_rate=0.001, steps=10**5, delta=1e-5,
                                             beta=beta, dim=d, clip_norm_p=p)
+                    if "prv_failed" in r.details:  # the PRV is out of range: the Rényi bound alone is published
+                        raise ValueError(r.details["prv_failed"])
                     prv = f"{r.epsilon_upper:.4f}"
                     ratio = f"{rdp_eps / r.epsilon_upper:.3f}"
                 except ValueError as err:  # the PRV refuses settings whose truncated mass is too large

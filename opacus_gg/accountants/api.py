@@ -20,6 +20,7 @@ Rényi bound over the ℓp ball (:mod:`.ball_rdp`), which holds for every settin
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from typing import Optional, Sequence, Tuple
@@ -98,7 +99,10 @@ def compute_epsilon_history(
         return _noiseless_report(segs, delta)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     try:
-        results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
+        # where the Rényi bound is published the PRV runs beside it: its float warnings (overflow on the way to
+        # a refusal) are not the user's business; where it is published its own checks speak
+        with _quiet_floats() if uncertified else contextlib.nullcontext():
+            results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     except PRV_OUT_OF_RANGE as e:
         if not uncertified and isinstance(e, ValueError):
             raise  # the published number's own refusal ("epsilon is too large to bound ..."): already one clear line
@@ -138,6 +142,15 @@ def compute_epsilon_history(
     return report
 
 
+@contextlib.contextmanager
+def _quiet_floats():
+    """numpy's float warnings off, in this thread (errstate) and in the composition's worker threads (the
+    warnings filter): for the equal-spread PRV printed beside the published Rényi bound."""
+    with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 #: what the PRV composition raises where its grids cannot represent the privacy loss (overflow in the pair's
 #: discretization, Opacus's "Cannot compute epsilon", a failed self-check; ValueError: a refused truncated mass,
 #: caught only where the PRV ε is not the published one)
@@ -161,6 +174,10 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
     if not math.isfinite(eps):
         details["infinite_because"] = ("every Rényi order's moment of the privacy loss overflows at these settings "
                                       "(the bound is infinite, not the privacy loss necessarily)")
+        warnings.warn(f"epsilon = inf at beta={sorted({s.beta for s in segs})}, noise_multiplier="
+                      f"{sorted({s.noise_multiplier for s in segs})}: {details['infinite_because']}, and the PRV "
+                      f"composition is out of range ({reason}); raise noise_multiplier or lower beta",
+                      UserWarning, stacklevel=3)
     return EpsilonReport(epsilon=eps, epsilon_lower=0.0, epsilon_estimate=eps, epsilon_upper=eps, delta=delta,
                          mode="certified", scope="proven", method="rdp", details=details)
 
