@@ -88,13 +88,14 @@ def lp_clipping_advice(beta: float, clip_norm_p: float, clipping: str) -> None:
         adaptive = ", or clipping='adaptive'"
     except ValueError:
         adaptive = ""
-    ratio = "larger (2.4x at beta=1.5" if beta < 2 else "smaller (0.53x at beta=3"
+    ratio = "larger (l1: 17x, l1.5: 2.4x" if beta < 2 else "smaller (l2.5: 0.66x, l3: 0.53x"
     warnings.warn(
         f"beta={beta:g} clips per-sample gradients in the l{beta:g} norm (clip_norm_p defaults to beta), but a "
-        f"max_grad_norm tuned for Opacus bounds the l2 norm; the l{beta:g} norm of a gradient is {ratio} on the "
-        f"digits MLP), so that C clips {'much harder' if beta < 2 else 'looser'} than it did. Pass clip_norm_p=2 to "
-        f"keep Opacus's clipping and its tuned C with GG noise (docs/beta_study.md){adaptive}, or map C with "
-        f"opacus_gg.tuning.lp_max_grad_norm(C, {beta:g}, grad_samples) on public data. Shown once per process.",
+        f"max_grad_norm tuned for Opacus bounds the l2 norm; the l{beta:g} norm of a gradient is {ratio} the l2 "
+        f"norm on the digits MLP), so that C clips {'much harder' if beta < 2 else 'looser'} than it did. Pass "
+        f"clip_norm_p=2 to keep Opacus's clipping and its tuned C with GG noise (the best clipping at every beta "
+        f"in docs/beta_study.md){adaptive}, or map C with opacus_gg.tuning.lp_max_grad_norm(C, {beta:g}, "
+        f"grad_samples) on public data. Shown once per process.",
         ClippingAdvice,
         stacklevel=3,
     )

@@ -7,8 +7,8 @@ p = ``clip_norm_p`` (default β), and the same number C then bounds ‖g‖_p. F
 
 so the ratio r = ‖g‖_p / ‖g‖₂ lies between 1 (one non-zero coordinate) and d^{1/p−1/2} (all coordinates equal):
 it depends on the gradient, not on C, and no data-free rule gives it. On per-sample gradients it is
-concentrated (the digits MLP of ``opacus-gg study``, d = 2410, at initialisation: ℓ1.5 median 2.37, 10 %–90 %
-2.22–2.52; ℓ1 median 16.8; ℓ3 median 0.54), so one number per model and p carries C over:
+concentrated (the digits MLP of ``opacus-gg study``, d = 2410, at initialisation: ℓ1.5 median 2.38, 10 %–90 % of
+the examples 2.2–2.5; ℓ1 median 16.8; ℓ3 median 0.53), so one number per model and p carries C over:
 
     C_p = C₂ · median_i r_i.
 

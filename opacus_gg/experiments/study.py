@@ -100,10 +100,17 @@ def _run_group(cfg: Config, out_dir: Path, group: Tuple[float, float, float], c_
                seeds: Sequence[int], ratio: float, skip_existing: bool, threads: Optional[int],
                tag: str = "", log: Callable[[str], None] = say) -> List[Dict[str, Any]]:
     """The runs of one (target ε, β, p) group: the first solves σ, the others reuse it (module docstring)."""
-    if threads is not None:  # a worker process: its own torch thread count
+    if threads is not None:  # a worker process: its own torch thread count, and not the CLI's warning printer
+        import warnings
+
         import torch
 
+        from ..engine import ClippingAdvice
+
         torch.set_num_threads(threads)
+        warnings.filterwarnings("ignore", category=ClippingAdvice)  # the study clips in ℓβ on purpose
+        for notice in ("Secure RNG turned off", "Full backward hook is firing"):  # as the CLI drops them
+            warnings.filterwarnings("ignore", message=notice)
     eps, beta, p = group
     sigma = None
     rows = []
