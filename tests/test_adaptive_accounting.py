@@ -137,7 +137,7 @@ def test_checkpoint_round_trip_keeps_the_count_noise():
     old.load_state_dict({"history": [(1.0, 0.02, 5, 1.5, 1, 1.5)], "mechanism": "gg_prv",
                          "defaults": {"beta": 1.5, "dim": 1, "clip_norm_p": None}})
     assert old.get_epsilon(DELTA) == compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=5, delta=DELTA,
-                                                     beta=1.5).epsilon
+                                                     beta=1.5, dim=1).epsilon
 
 
 def test_count_rejects_bad_noise_and_paper_mode():
@@ -145,4 +145,4 @@ def test_count_rejects_bad_noise_and_paper_mode():
         compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=5, delta=DELTA, count_noise_multiplier=0.0)
     with pytest.raises(ValueError, match="paper"):
         compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=5, delta=DELTA, count_noise_multiplier=2.0,
-                        beta=1.5, mode="paper")
+                        beta=1.5, dim=1, mode="paper")

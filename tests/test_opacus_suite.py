@@ -53,6 +53,13 @@ DEVIATIONS: Dict[Tuple[str, str, str], str] = {
         "accounted or applied) where Opacus trains on: with do_clip=False, do_noise=True, lr=0.5 the private "
         "model diverges to NaN within 3 steps (hypothesis example). Deliberate; README 'Drop-in use', docs/engine.md"
     ),
+    ("prv", "AdaClipNoiseMultiplierTest", "test_privacy_accounting_with_adaclip_e2e"): (
+        "clipping='adaptive' is refused with Opacus's accountants (ValueError): their history has no entry for the "
+        "noisy unclipped count, so the ε they report leaves that release out (Opacus accounts it by its σ "
+        "adjustment, which assumes the count moves by ½ while Opacus's uncentred count moves by 1). With the "
+        "default 'gg_prv' the count is accounted (docs/accounting.md Lemma 8) and the same test passes. "
+        "Deliberate; README 'Drop-in use', docs/engine.md"
+    ),
 }
 
 def _engine_class(accountant: str) -> Type[GGPrivacyEngine]:

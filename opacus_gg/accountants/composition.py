@@ -292,8 +292,9 @@ def compose_history(
     eff_delta = delta - rho_tot
     if eff_delta - delta_error <= 0:
         raise ValueError(
-            f"epsilon is too large to bound at delta={delta}: the privacy loss of these steps is infinite or beyond "
-            f"the accounting grid with probability {rho_tot:.3g} (≥ delta); increase noise_multiplier or delta, "
+            f"epsilon is too large to bound at delta={delta}: the probability that the privacy loss of these steps "
+            f"is infinite or beyond the accounting grid is only bounded by {min(rho_tot, 1.0):.3g} (≥ delta); "
+            "increase noise_multiplier or delta, "
             "or reduce the number of steps"
         )
     plain = _certified_composition(steps, domain, 0.0)

@@ -25,6 +25,7 @@ import torch
 from opacus.optimizers import AdaClipDPOptimizer
 from opacus.optimizers.optimizer import DPOptimizer, _generate_noise
 
+from .._device import float64_device
 from ..validation import validate_nonnegative, validate_positive, validate_probability
 from .base import GGClipMixin, GGNoiseMixin
 
@@ -91,8 +92,9 @@ class GGAdaClipMixin(GGClipMixin, GGNoiseMixin):
         noise = _generate_noise(std=self.unclipped_num_std, reference=torch.zeros((), device=ref.device),
                                 generator=self.generator, secure_mode=self.secure_mode)
         m = float(self.expected_batch_size * self.accumulated_iterations)
-        centred = torch.as_tensor(self.unclipped_num, dtype=torch.float64, device=ref.device) - 0.5 * self.sample_size
-        self.unclipped_num = centred + noise.to(torch.float64) + 0.5 * m
+        dev = float64_device(ref.device)  # the count is summed in float64: on the host where the device has none
+        count = torch.as_tensor(self.unclipped_num).to(dev).to(torch.float64)
+        self.unclipped_num = count - 0.5 * self.sample_size + noise.to(dev).to(torch.float64) + 0.5 * m
         self._count_denominator = m
 
     def update_max_grad_norm(self) -> None:
