@@ -108,3 +108,12 @@ def test_prv_out_of_range_publishes_the_renyi_bound_and_inf_says_why(cli):
                           "0.01", "--steps", "100", "--delta", "1e-5"])
     assert code == 0 and out.startswith("epsilon = inf (proven")
     assert err.count("\n") == 1 and "encountered" not in err
+
+
+def test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason():
+    """β = 50, d = 1 (the PRV's domain would exceed ±512): the Rényi bound is published, here ∞ with a warning
+    that names β; β = 20, d = 1 stays the PRV's finite number."""
+    with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[50.0\]"):
+        rep = compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=1, **SETTING)
+    assert rep.epsilon == math.inf and rep.scope == "proven"
+    assert math.isfinite(compute_epsilon(noise_multiplier=10.0, beta=20.0, dim=1, **SETTING).epsilon)

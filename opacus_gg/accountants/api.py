@@ -103,9 +103,7 @@ def compute_epsilon_history(
         # a refusal) are not the user's business; where it is published its own checks speak
         with _quiet_floats() if uncertified else contextlib.nullcontext():
             results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
-    except PRV_OUT_OF_RANGE as e:
-        if not uncertified and isinstance(e, ValueError):
-            raise  # the published number's own refusal ("epsilon is too large to bound ..."): already one clear line
+    except PRV_OUT_OF_RANGE as e:  # also "epsilon is too large to bound": the Rényi bound may still be finite
         return _rdp_only_report(segs, delta, e)
     worst = max(results, key=lambda r: r.epsilon_upper)
     scores = worst.shape_scores
@@ -152,8 +150,8 @@ def _quiet_floats():
 
 
 #: what the PRV composition raises where its grids cannot represent the privacy loss (overflow in the pair's
-#: discretization, Opacus's "Cannot compute epsilon", a failed self-check; ValueError: a refused truncated mass,
-#: caught only where the PRV ε is not the published one)
+#: discretization, Opacus's "Cannot compute epsilon", a failed self-check; ValueError: a refused truncated mass
+#: or domain); inputs are validated before, so none of these is bad input
 PRV_OUT_OF_RANGE = (ArithmeticError, RuntimeError, ValueError)
 
 
