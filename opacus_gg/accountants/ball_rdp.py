@@ -1,7 +1,7 @@
 r"""A proven Rényi-DP bound over every shift in the ℓp ball (any β ≥ 1, any d), and ε(δ) from it.
 
 Units: noise GG(β, 1) per coordinate (density ∝ exp(-|x|^β/β)), m = 1/noise_multiplier, shift μ with
-‖μ‖_p ≤ m. Per coordinate, L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) (rounded up, see
+‖μ‖_p ≤ m. Per coordinate, L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) (enclosed, docs Lemma Q; see
 :func:`log_moment_upper`), additive over coordinates. With u = |a|^p and g_j(u) = L_j(u^{1/p}) (non-decreasing):
 
     S_j := sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|) ≤ min_{λ ≥ 0} [ λ m^p + d · sup_{u ∈ [0, m^p]} (g_j(u) − λu) ],
@@ -50,9 +50,10 @@ __all__ = [
     "clear_caches",
 ]
 
-#: accuracy requested of the per-coordinate moment quadratures (their error estimate is added either way):
-#: 1e-7 relative moves the published ε by ~3e-8 relative (β = 1.5, d = 10^6, σ = 1, q = 0.01, T = 10^4:
-#: 5.0517567 → 5.0517569) and costs 2/3 of 1e-11 — most of a cold get_epsilon is these quadratures
+#: tightness asked of the per-coordinate moment enclosures (:func:`.renyi.log_moments_upper`; every value is an
+#: upper bound whatever this is): they stop refining within 1e-7 of M (of log M for small shifts, see
+#: :func:`_moment_epsrel`); β = 1.5, d = 10^6, σ = 1, q = 0.01, T = 10^4 gives ε = 5.0517567 (QUADPACK with its
+#: error estimate added, not an enclosure, gave 5.0517569) — most of a cold get_epsilon is these enclosures
 MOMENT_EPSREL = 1e-7
 _EXACT_ORDERS = 8  # S_j computed at every j ≤ this, then at a geometric set of j (chords between)
 _REFINE_ROUNDS = 24  # at most this many rounds of interval splits per order
