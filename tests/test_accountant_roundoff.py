@@ -167,3 +167,11 @@ def test_discrete_pair_refuses_a_law_of_mass_above_one_or_nan():
     om[3] = np.nan
     with pytest.raises(AccountingError, match="NaN"):
         DiscretePair(0.0, 0.1, om, np.full(100, 0.001), 0.0, 0.0)
+
+
+@pytest.mark.parametrize("beta,dim", ((1.5, 10**6), (3.0, 100)))
+def test_shape_pairs_pass_their_mass_checks_and_the_prv_is_computed(beta, dim):
+    # a failed check would publish the Rényi bound alone with details["prv_failed"]: the equal-spread PRV must run
+    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=beta, dim=dim)
+    assert "prv_failed" not in report.details
+    assert set(report.details["epsilon_by_direction"]) == {"remove", "add"}
