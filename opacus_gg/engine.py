@@ -29,6 +29,8 @@ from torch.utils.data import DataLoader
 
 from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
+from .accountants.history import validate_accountant_state
+from .checkpoint import PathLike, load_checkpoint_file
 from .optimizers import get_gg_optimizer_class
 from .optimizers.adaptive import COUNT_SENSITIVITY, GGAdaClipMixin
 from .steps import expected_batch_size, steps_for_epochs
@@ -366,12 +368,43 @@ class GGPrivacyEngine(PrivacyEngine):
         super().save_checkpoint(path=path, module=module, optimizer=optimizer, checkpoint_dict=checkpoint_dict,
                                 **kwargs)
 
-    def load_checkpoint(self, *, path, module: nn.Module, optimizer: Optional[DPOptimizer] = None,
-                        **kwargs) -> Dict:
-        """Opacus's ``load_checkpoint``; an adaptive optimizer continues from the saved clip bound C_t (a checkpoint
-        without one, Opacus's or an older one, loads with a warning and C_t restarts at the optimizer's bound:
-        C_t is post-processing of released counts, so either way ε is unchanged)."""
-        checkpoint = super().load_checkpoint(path=path, module=module, optimizer=optimizer, **kwargs)
+    def load_checkpoint(
+        self,
+        *,
+        path: PathLike,
+        module: nn.Module,
+        optimizer: Optional[DPOptimizer] = None,
+        noise_scheduler=None,
+        grad_clip_scheduler=None,
+        module_load_dict_kwargs: Optional[Dict[str, Any]] = None,
+        torch_load_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> Dict:
+        """Opacus's ``load_checkpoint`` (same arguments, same result), read safely: ``torch.load`` with
+        ``weights_only=True`` unless ``torch_load_kwargs`` says otherwise (:func:`opacus_gg.checkpoint.
+        load_checkpoint_file`), and the accountant's history validated before anything is loaded (a NaN,
+        string or negative σ, q, steps or dim: ``ValueError``). Checkpoints of Opacus's ``PrivacyEngine``
+        load here and ours there. (Opacus's own method hard-codes ``weights_only=False``, so its body is
+        restated here rather than called.) An adaptive optimizer continues from the saved clip bound C_t (a
+        checkpoint without one, Opacus's or an older one, loads with a warning and C_t restarts at the optimizer's
+        bound: C_t is post-processing of released counts, so either way ε is unchanged)."""
+        checkpoint = load_checkpoint_file(path, torch_load_kwargs)
+        missing = [k for k in ("module_state_dict", "privacy_accountant_state_dict") if k not in checkpoint]
+        if missing:
+            raise ValueError(f"checkpoint has no {' and no '.join(missing)}: not written by save_checkpoint")
+        validate_accountant_state(checkpoint["privacy_accountant_state_dict"], self.accountant.mechanism())
+        module.load_state_dict(checkpoint["module_state_dict"], **(module_load_dict_kwargs or {}))
+        self.accountant.load_state_dict(checkpoint["privacy_accountant_state_dict"])
+        optimizer_state_dict = checkpoint.pop("optimizer_state_dict", {})
+        if optimizer is not None and len(optimizer_state_dict) > 0:
+            optimizer.load_state_dict(optimizer_state_dict)
+        elif (optimizer is not None) ^ (len(optimizer_state_dict) > 0):
+            warnings.warn(f"optimizer_state_dict has {len(optimizer_state_dict)} items"
+                          f" but optimizer is {'' if optimizer else 'not'} provided.")
+        for key, target in (("noise_scheduler_state_dict", noise_scheduler),
+                            ("grad_clip_scheduler_state_dict", grad_clip_scheduler)):
+            state = checkpoint.pop(key, {})
+            if target is not None and len(state) > 0:
+                target.load_state_dict(state)
         if isinstance(optimizer, GGAdaClipMixin):
             if checkpoint.get(CLIP_BOUND_KEY) is None:
                 warnings.warn(f"the checkpoint has no adaptive clip bound ({CLIP_BOUND_KEY}: saved by Opacus or an "

@@ -176,3 +176,102 @@ def test_opacus_checkpoint_resumes_in_gg_engine_and_back(accountant, tmp_path):
     eps1, eps1_loaded, eps2, history, _ = ref
     assert eps1 == eps1_loaded < eps2
     assert history == [(1.2, 0.25, 8)]  # uninterrupted two epochs: one segment of 8 steps
+
+
+# -- safe loading (weights_only=True by default) and a validated accountant history -----------------------
+
+
+class _Payload:
+    """Unpickling this object touches ``marker``: a stand-in for arbitrary code in a checkpoint."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_pickled_payload_in_a_checkpoint_does_not_run(tmp_path):
+    """A checkpoint carrying a pickled object is refused by default (one-line ValueError, nothing run, the
+    model untouched); only an explicit ``weights_only=False`` from the caller runs it."""
+    pe, model, opt, dl = _fresh()
+    _epoch(model, opt, dl)
+    marker, path = tmp_path / "ran", tmp_path / "evil.pt"
+    pe.save_checkpoint(path=path, module=model, optimizer=opt, checkpoint_dict={"extra": _Payload(marker)})
+    pe_b, model_b, opt_b, _ = _fresh(seed=1)
+    before = [q.detach().clone() for q in model_b.parameters()]
+    for kwargs in (None, {"weights_only": True}, {"map_location": "cpu"}):
+        with pytest.raises(ValueError, match="weights_only=True") as e:
+            pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b, torch_load_kwargs=kwargs)
+        assert "\n" not in str(e.value)
+    assert not marker.exists()
+    assert all(torch.equal(a, b) for a, b in zip(before, model_b.parameters())) and len(pe_b.accountant) == 0
+    pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b, torch_load_kwargs={"weights_only": False})
+    assert marker.exists()  # the caller's explicit opt-out is respected
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+def test_both_kinds_of_checkpoint_load_either_way(weights_only, tmp_path):
+    """Opacus's and our checkpoints load into GGPrivacyEngine with an explicit weights_only of either value
+    (Opacus's inherited method raised 'got multiple values for keyword argument')."""
+    from opacus import PrivacyEngine
+
+    for cls in (PrivacyEngine, GGPrivacyEngine):
+        pe, model, opt, dl = _fresh_gaussian(cls, "prv")
+        _epoch(model, opt, dl)
+        path = tmp_path / f"{cls.__name__}.pt"
+        pe.save_checkpoint(path=path, module=model, optimizer=opt)
+        pe_b, model_b, opt_b, _ = _fresh_gaussian(GGPrivacyEngine, "prv", seed=1)
+        pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b,
+                           torch_load_kwargs={"weights_only": weights_only})
+        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), model_b.parameters()))
+        assert pe_b.accountant.history == pe.accountant.history
+
+
+_GOOD = (1.2, 0.25, 4, 3.0, 53, 3.0)
+
+
+@pytest.mark.parametrize("bad,field", [
+    ((float("nan"), 0.25, 4, 3.0, 53, 3.0), "noise_multiplier"),
+    (("1.2", 0.25, 4, 3.0, 53, 3.0), "numbers"),
+    ((-1.2, 0.25, 4, 3.0, 53, 3.0), "noise_multiplier"),
+    ((1.2, 0.25, -4, 3.0, 53, 3.0), "steps"),
+    ((1.2, 0.25, 4, 3.0, -53, 3.0), "dim"),
+    ((1.2, -0.25, 4, 3.0, 53, 3.0), "sample_rate"),
+    ((1.2, 0.25, 4, 0.5, 53, 3.0), "beta"),
+])
+def test_bad_accountant_history_is_refused_before_anything_loads(bad, field, tmp_path):
+    """A history entry with a NaN, string or negative σ/steps/dim/q (negative steps would cancel real ones) is
+    refused with one error naming the entry and the field; model and accountant keep their state."""
+    pe, model, opt, dl = _fresh()
+    path = tmp_path / "bad.pt"
+    pe.accountant.history = [_GOOD, bad]
+    pe.save_checkpoint(path=path, module=model, optimizer=opt)
+    pe_b, model_b, opt_b, dl_b = _fresh(seed=1)
+    _epoch(model_b, opt_b, dl_b)
+    history, before = list(pe_b.accountant.history), [q.detach().clone() for q in model_b.parameters()]
+    with pytest.raises(ValueError, match=rf"history'\]\[1\].*{field}"):
+        pe_b.load_checkpoint(path=path, module=model_b, optimizer=opt_b)
+    assert pe_b.accountant.history == history
+    assert all(torch.equal(a, b) for a, b in zip(before, model_b.parameters()))
+    with pytest.raises(ValueError, match=field):  # the accountant's own loader checks the same
+        pe_b.accountant.load_state_dict({"mechanism": "gg_prv", "history": [_GOOD, bad]})
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", "truncated"])
+def test_unreadable_checkpoint_is_one_line_error(content, tmp_path, cli):
+    """A truncated or garbage file: a one-line ValueError from the engine; the CLI's ``train --resume`` exits 2
+    with one line on stderr (no traceback)."""
+    pe, model, opt, dl = _fresh()
+    path = tmp_path / "ckpt.pt"
+    pe.save_checkpoint(path=path, module=model, optimizer=opt)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if content == "truncated" else content)
+    with pytest.raises(ValueError, match="cannot be read") as e:
+        pe.load_checkpoint(path=path, module=model, optimizer=opt)
+    assert "\n" not in str(e.value)
+    code, _, err = cli(["train", "--config", "quickstart", "--output-dir", str(tmp_path / "run"), "--quiet",
+                        "--set", "data.name=synthetic", "--resume", str(path)])
+    assert code == 2 and "cannot be read" in err and err.count("\n") == 1, err

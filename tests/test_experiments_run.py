@@ -89,7 +89,7 @@ def test_resume_continues_accounting(data_root: Path, tmp_path: Path) -> None:
     assert second["noise_multiplier"] == first["noise_multiplier"]
     assert rows[2]["epsilon"] > rows[1]["epsilon"]  # the accountant continued from the checkpoint
     assert rows[2]["steps"] == 2 * first["steps_per_epoch"]
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     hist = ckpt["privacy_accountant_state_dict"]["history"]
     assert sum(h[2] for h in hist) == 2 * first["steps_per_epoch"]
     with pytest.raises(ValueError, match="privacy.max_grad_norm"):

@@ -17,7 +17,7 @@ from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_dim
 from .api import compute_epsilon_history, proven_epsilon_history
-from .history import append_step, parse_segment
+from .history import append_step, parse_segment, validate_accountant_state
 from .report import EpsilonReport
 
 __all__ = ["GGPRVAccountant"]
@@ -105,7 +105,9 @@ class GGPRVAccountant(IAccountant):
         return destination
 
     def load_state_dict(self, state_dict) -> None:
-        """Restore history and defaults (validated like Opacus's loader)."""
+        """Restore history and defaults (validated like Opacus's loader, and every entry as
+        :func:`~.history.validate_accountant_state` checks it, before anything is changed)."""
+        validate_accountant_state(state_dict, self.mechanism())
         super().load_state_dict(state_dict)
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")

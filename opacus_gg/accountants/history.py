@@ -15,8 +15,9 @@ query inside the accountant"). Entries without it (6-tuples, older checkpoints) 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..validation import (
     validate_beta,
@@ -28,7 +29,8 @@ from ..validation import (
     validate_steps,
 )
 
-__all__ = ["Segment", "PairSegment", "parse_segment", "normalize_history", "append_step", "DEFAULTS"]
+__all__ = ["Segment", "PairSegment", "parse_segment", "normalize_history", "validate_history",
+           "validate_accountant_state", "append_step", "DEFAULTS"]
 
 #: (beta, dim, clip_norm_p) for entries that do not give them (p = None means p = β; d = None means "required
 #: where ε depends on d, else 1")
@@ -125,6 +127,27 @@ def normalize_history(history: Sequence[Sequence],
     return segs
 
 
+def validate_history(history, defaults: Tuple[float, int, Optional[float]] = DEFAULTS, *, name: str = "history",
+                     lengths: Tuple[int, ...] = (3, 4, 5, 6)) -> None:
+    """A history read from outside (a checkpoint): a list of entries of ``lengths`` real numbers (no strings,
+    booleans or None except a trailing default), each accepted by :func:`parse_segment` (σ finite ≥ 0,
+    q ∈ (0, 1], steps and dim integers ≥ 1, β ≥ 1, p ≥ 1). ``ValueError`` naming the first bad entry."""
+    if not isinstance(history, (list, tuple)):
+        raise ValueError(f"{name} must be a list of (noise_multiplier, sample_rate, steps, ...) entries, "
+                         f"got {type(history).__name__}")
+    for i, entry in enumerate(history):
+        ok = isinstance(entry, (list, tuple)) and len(entry) in lengths and all(
+            (isinstance(x, numbers.Real) and not isinstance(x, bool)) or (x is None and k >= 3)
+            for k, x in enumerate(entry))
+        if not ok:
+            raise ValueError(f"{name}[{i}] must be a tuple of {' or '.join(map(str, lengths))} numbers "
+                             f"(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p]), got {entry!r}")
+        try:
+            parse_segment(entry, defaults)
+        except ValueError as e:
+            raise ValueError(f"{name}[{i}] = {tuple(entry)!r}: {e}") from None
+
+
 def append_step(history: list, seg: Segment) -> None:
     """Append ``seg`` to a list of history tuples, merging it into the last entry when it is the same step."""
     if history:
@@ -133,3 +156,26 @@ def append_step(history: list, seg: Segment) -> None:
             history[-1] = seg.with_steps(last[2] + seg.steps).as_tuple()
             return
     history.append(seg.as_tuple())
+
+
+def validate_accountant_state(state: Any, mechanism: str) -> None:
+    """A privacy accountant's ``state_dict`` as read from a file: a mapping with ``mechanism`` equal to the
+    accountant's and a ``history`` of valid entries (:func:`~opacus_gg.accountants.history.validate_history`;
+    ``gg_prv`` entries take the ``defaults`` stored beside them). ``ValueError`` naming what is wrong."""
+    if not isinstance(state, Mapping) or "history" not in state or "mechanism" not in state:
+        raise ValueError("privacy_accountant_state_dict must be a dict with 'history' and 'mechanism'")
+    if state["mechanism"] != mechanism:
+        raise ValueError(
+            f"privacy_accountant_state_dict is of accountant {state['mechanism']!r} and cannot be loaded into "
+            f"accountant {mechanism!r} (create the engine with accountant={state['mechanism']!r})"
+        )
+    if mechanism != "gg_prv":  # Opacus's accountants: (σ, q, steps) at β = 2
+        validate_history(state["history"], DEFAULTS, name="privacy_accountant_state_dict['history']", lengths=(3,))
+        return
+    defaults = DEFAULTS
+    if state.get("defaults") is not None:
+        d = state["defaults"]
+        if not isinstance(d, Mapping):
+            raise ValueError("privacy_accountant_state_dict['defaults'] must be a dict of beta, dim, clip_norm_p")
+        defaults = (d.get("beta", DEFAULTS[0]), d.get("dim", DEFAULTS[1]), d.get("clip_norm_p", DEFAULTS[2]))
+    validate_history(state["history"], defaults, name="privacy_accountant_state_dict['history']")

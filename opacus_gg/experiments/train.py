@@ -31,6 +31,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from opacus_gg.checkpoint import load_checkpoint_file
 from opacus_gg.formatting import solver_progress
 from opacus_gg.steps import steps_for_epochs
 
@@ -227,7 +228,7 @@ def _load_resume(cfg: Config, out: Path) -> Tuple[Path, Dict[str, Any]]:
     path = out / "checkpoint.pt" if cfg["resume"] in (True, "auto") else Path(cfg["resume"])
     if not path.is_file():
         raise ValueError(f"--resume: no checkpoint at {path}")
-    ckpt = torch.load(path, weights_only=False)
+    ckpt = load_checkpoint_file(path)  # weights_only=True; a bad file: one-line ValueError
     old = ckpt.get("config", {})
     for key in ("beta", "clip_norm_p", "max_grad_norm", "target_delta", "clipping", "unclipped_num_std"):
         was = old.get("privacy", {}).get(key, DEFAULTS["privacy"][key])  # an older checkpoint: the default
