@@ -128,7 +128,7 @@ def normalize_history(history: Sequence[Sequence],
 
 
 def validate_history(history, defaults: Tuple[float, int, Optional[float]] = DEFAULTS, *, name: str = "history",
-                     lengths: Tuple[int, ...] = (3, 4, 5, 6)) -> None:
+                     lengths: Tuple[int, ...] = (3, 4, 5, 6, 7)) -> None:
     """A history read from outside (a checkpoint): a list of entries of ``lengths`` real numbers (no strings,
     booleans or None except a trailing default), each accepted by :func:`parse_segment` (σ finite ≥ 0,
     q ∈ (0, 1], steps and dim integers ≥ 1, β ≥ 1, p ≥ 1). ``ValueError`` naming the first bad entry."""
@@ -141,7 +141,8 @@ def validate_history(history, defaults: Tuple[float, int, Optional[float]] = DEF
             for k, x in enumerate(entry))
         if not ok:
             raise ValueError(f"{name}[{i}] must be a tuple of {' or '.join(map(str, lengths))} numbers "
-                             f"(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p]), got {entry!r}")
+                             f"(noise_multiplier, sample_rate, steps[, beta, dim, clip_norm_p[, count_noise_multiplier]]), "
+                             f"got {entry!r}")
         try:
             parse_segment(entry, defaults)
         except ValueError as e:
