@@ -517,3 +517,22 @@ def test_lp_clipping_advice_is_shown_once_and_only_for_lbeta_clipping_at_beta_no
     assert warned(beta=1.5) == [] and warned(beta=3.0) == []  # once per process
     monkeypatch.setattr(engine_module, "_ADVICE_SHOWN", False)
     assert "looser" in str(warned(beta=3.0)[0].message)
+
+
+@pytest.mark.parametrize("beta, dim", [(1.5, 3), (3.0, 3)])  # the Rényi bound over the ℓp ball (β ≠ 2, d > 1)
+def test_get_epsilon_leaves_the_users_once_per_location_warnings_alone(beta, dim):
+    """get_epsilon must not change the warnings filters: doing so resets Python's once-per-location registry,
+    so a warning the user's loop raises (torch's full-backward-hook notice, say) would repeat every epoch."""
+    import warnings
+
+    from opacus_gg.accountants import compute_epsilon
+
+    def user_code():
+        warnings.warn("a notice from the user's training loop", UserWarning)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            user_code()
+            compute_epsilon(noise_multiplier=1.0, sample_rate=0.05, steps=20, delta=1e-5, beta=beta, dim=dim)
+    assert sum("user's training loop" in str(w.message) for w in seen) == 1

@@ -21,7 +21,6 @@ and segments per direction, and ε = max over directions of Opacus's ``get_priva
 from __future__ import annotations
 
 import math
-import warnings
 from functools import lru_cache
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -84,9 +83,9 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
         return w * w * inner * math.exp(t)
 
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", integrate.IntegrationWarning)
-            val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10)
+        # full_output: QUADPACK's notes come back in the result instead of as warnings (no warnings-filter change,
+        # which would reset Python's once-per-location registry and repeat the user's own warnings)
+        val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10, full_output=1)[:2]
     except OverflowError:  # the integrand exceeds float range: no finite K from this bound
         return math.inf
     total = val + abs(err) + 1e-9 * abs(val)  # ∫_ℝ = 2∫_0^∞, times ½
@@ -424,9 +423,11 @@ def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float) -> Tuple[f
     for rdp in curves.values():
         if not np.isfinite(rdp).any():
             return math.inf, float("nan")
-        with warnings.catch_warnings():  # "optimal order is the smallest alpha": integer orders start at 2
-            warnings.filterwarnings("ignore", message="Optimal order is the")
-            eps, order = get_privacy_spent(orders=orders, rdp=rdp, delta=delta)
+        # Opacus's conversion, with an ε = ∞ order at each end so that its "optimal order is the smallest alpha"
+        # notice (integer orders start at 2) never fires: silencing it with a warnings filter would reset Python's
+        # once-per-location registry, and the user's own warnings would repeat at every get_epsilon
+        padded = np.concatenate(([orders[0]], orders, [orders[-1]]))
+        eps, order = get_privacy_spent(orders=padded, rdp=np.concatenate(([np.inf], rdp, [np.inf])), delta=delta)
         eps = max(float(eps), 0.0)
         if eps > best[0]:
             best = (eps, float(order))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -186,8 +187,9 @@ def spread_cover(noise_multiplier: float, beta: float, dim: int, clip_norm_p: fl
         # independent chains; numpy/pocketfft release the GIL; largest exponents first
         ivs = sorted(ivs, key=lambda iv: -iv[1])
         if _THREADS > 1 and len(ivs) > 1:
+            ctx = contextvars.copy_context()  # the caller's numpy errstate (a context variable) holds in the workers
             with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-                out = list(pool.map(build, ivs))
+                out = list(pool.map(lambda iv: ctx.copy().run(build, iv), ivs))
         else:
             out = [build(iv) for iv in ivs]
         for iv, chain, ex_c, bd, bd_c in out:
