@@ -398,41 +398,48 @@ def test_accelerator_step_with_huge_and_tiny_gradients(p, cls, mgn):
 
 @pytest.mark.parametrize("cls,mgn", [(GGDPOptimizer, 1.0), (GGDPPerLayerOptimizer, [0.5, 1.0])])
 @pytest.mark.parametrize("beta,p", [(1.5, None), (2.0, 3.0), (2.0, None)])
-def test_accelerator_nan_raises_with_nothing_applied(cls, mgn, beta, p):
-    """A NaN per-sample gradient, in a skipped (accumulating) step or in the last one: FloatingPointError with
-    the current message; summed_grad as before that step, no p.grad, parameters untouched."""
+def test_nan_refuses_its_whole_logical_batch(cls, mgn, beta, p, path):
+    """A NaN per-sample gradient in a skipped (accumulating) physical batch or in the last one: FloatingPointError
+    with the current message, and the whole logical batch is refused: its skip signals are all consumed, no noise,
+    no accounting, no p.grad, parameters untouched; the next logical batch steps alone, on its own last physical
+    batch (Opacus pops the skip signal only after clipping, so without this the queue ran one batch behind)."""
     g = torch.Generator().manual_seed(8)
     params = [torch.nn.Parameter(torch.randn(4, 3, generator=g)), torch.nn.Parameter(torch.randn(3, generator=g))]
     start = [prm.detach().clone() for prm in params]
     opt = _opt(cls, params, p, mgn, beta=beta)
-    opt.noise_multiplier = 1.0
+    opt.noise_multiplier = 0.0
+    accounted = []
+    opt.attach_step_hook(lambda o: accounted.append(1))
 
-    def batch(nan: bool):
+    def physical(nan: bool, more: bool):
+        opt.zero_grad()
         for prm in params:
             prm.grad_sample = torch.randn(5, *prm.shape, generator=g)
         if nan:
             params[1].grad_sample[2, 1] = float("nan")
+        opt.signal_skip_step(more)
+        return opt.pre_step()
 
-    with _device.accelerator_path():
-        batch(nan=True)
-        opt.signal_skip_step(True)
-        with pytest.raises(FloatingPointError, match="NaN or inf for sample"):
-            opt.step()
-        assert all(prm.summed_grad is None for prm in params)
-        assert opt._step_skip_queue == [True]  # raised before the skip signal is consumed, as on CPU
-        opt._step_skip_queue.clear()
-        batch(nan=False)
-        opt.signal_skip_step(True)
-        assert opt.step() is None  # skipped: clipped sum accumulated
-        first = [prm.summed_grad.clone() for prm in params]
-        for prm in params:
-            prm.grad_sample = None
-        batch(nan=True)
-        with pytest.raises(FloatingPointError, match="NaN or inf for sample"):
-            opt.step()  # not skipped: raised where the step's checks are read, in add_noise
-    for prm, s, x in zip(params, first, start):
-        assert torch.equal(prm.summed_grad, s) and prm.grad is None and torch.equal(prm.detach(), x)
-    assert not opt._step_checks
+    with pytest.raises(FloatingPointError, match="NaN or inf for sample"):  # logical batch 1: NaN, then clean
+        physical(nan=True, more=True)
+    assert physical(nan=False, more=False) is False  # consumed without effect
+    assert physical(nan=False, more=True) is False  # logical batch 2: clean, then NaN (raised in add_noise
+    with pytest.raises(FloatingPointError, match="NaN or inf for sample"):  # on the accelerator path)
+        physical(nan=True, more=False)
+    assert not opt._step_skip_queue and not accounted and not opt._step_checks
+    for prm, x in zip(params, start):
+        assert prm.summed_grad is None and prm.grad is None and torch.equal(prm.detach(), x)
+    assert physical(nan=False, more=True) is False  # logical batch 3: two clean physical batches, one step
+    first = [prm.summed_grad.clone() for prm in params]
+    fresh = [torch.nn.Parameter(prm.detach().clone()) for prm in params]
+    for q, prm in zip(fresh, params):
+        q.grad_sample = prm.grad_sample.clone()
+    _opt(cls, fresh, p, mgn, beta=beta).clip_and_accumulate()
+    for f, q in zip(first, fresh):  # nothing of the refused batches is left in the sum
+        assert torch.equal(f, q.summed_grad)
+    assert physical(nan=False, more=False) is True and accounted == [1] and not opt._step_skip_queue
+    for prm in params:  # σ = 0, sum reduction: p.grad is the clipped sum of batch 3's two physical batches
+        assert torch.allclose(prm.grad, prm.summed_grad.view_as(prm))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

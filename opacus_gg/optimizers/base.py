@@ -83,6 +83,8 @@ class GGParamsMixin(DPOptimizer):
         #: this step's deferred checks: (0-dim device bool "rare case", handler run when it is set)
         self._step_checks: List[Tuple[torch.Tensor, Callable[[], None]]] = []
         self._in_step = False
+        #: the current logical batch was refused (NaN/inf) and has physical batches still to come
+        self._refused_batch = False
 
     @property
     def dim(self) -> int:
@@ -139,9 +141,16 @@ class GGClipMixin(GGParamsMixin):
         ``add_noise`` (settled there with the noise's), or settles it itself when the step will be skipped
         (virtual batch); a step synchronises the host once on the accelerator path. Checks are dropped
         after an error."""
+        if self._refused_batch:
+            return self._discard_physical_batch()
+        queued = len(self._step_skip_queue)
         self._in_step = True
         try:
             done = super().pre_step(closure)
+        except FloatingPointError:
+            self._step_checks.clear()
+            self._refuse(popped=len(self._step_skip_queue) < queued)
+            raise
         except BaseException:
             self._step_checks.clear()
             raise
@@ -149,6 +158,30 @@ class GGClipMixin(GGParamsMixin):
             self._in_step = False
         self._settle()
         return done
+
+    def _refuse(self, popped: bool) -> None:
+        """A refused step (NaN/inf per-sample gradient) refuses its whole logical batch: no noise, no
+        accounting, parameters and optimizer state as before it; the clipped sum of its earlier physical
+        batches is dropped (``summed_grad = None``), this physical batch's skip signal is consumed (Opacus
+        pops it only after clipping), and if the logical batch has more physical batches they are consumed
+        without effect (:meth:`_discard_physical_batch`), so the next logical batch starts clean."""
+        more = False
+        if not popped and self._step_skip_queue:
+            more = self._step_skip_queue.pop(0)  # True: physical batches of this logical batch still to come
+        for p in self.params:
+            p.summed_grad = None
+        self._is_last_step_skipped = False
+        self._refused_batch = bool(more)
+
+    def _discard_physical_batch(self) -> bool:
+        """A physical batch of a refused logical batch: its skip signal consumed, its per-sample gradients
+        unused; the last one ends the refusal. Always ``False`` (no step)."""
+        last = not self._check_skip_next_step()
+        for p in self.params:
+            p.summed_grad = None
+        self._is_last_step_skipped = not last
+        self._refused_batch = not last
+        return False
 
     def clip_and_accumulate(self) -> None:
         r"""ĝ_l += Σ_i f_i g_{i,l},  f_i = min(1, C/(‖g_i‖_p + 1e-6)) (flat) or per tensor with C_l.
