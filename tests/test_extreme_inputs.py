@@ -117,3 +117,18 @@ def test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason(
         rep = compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=1, **SETTING)
     assert rep.epsilon == math.inf and rep.scope == "proven"
     assert math.isfinite(compute_epsilon(noise_multiplier=10.0, beta=20.0, dim=1, **SETTING).epsilon)
+
+
+def test_a_failed_prv_self_check_where_the_prv_is_published_is_said_aloud(monkeypatch):
+    """β = 2, d = 1: the PRV bound is the published ε; if its numerics fail a self-check the library falls back to
+    the (proven, looser) Rényi bound, and says so in a warning naming the check — never silently."""
+    from opacus_gg.accountants import api
+    from opacus_gg.accountants.checks import AccountingError
+
+    def failing(*args, **kwargs):
+        raise AccountingError("total mass 1.5 is not within 1e-12 of [0, 1]")
+
+    monkeypatch.setattr(api, "_compose_tight", failing)
+    with pytest.warns(UserWarning, match=r"could not certify its own numerics.*total mass 1\.5.*Rényi bound"):
+        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=2.0)
+    assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon) and "prv_failed" in rep.details

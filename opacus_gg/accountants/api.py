@@ -104,7 +104,7 @@ def compute_epsilon_history(
         with _quiet_floats() if uncertified else contextlib.nullcontext():
             results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     except PRV_OUT_OF_RANGE as e:  # also "epsilon is too large to bound": the Rényi bound may still be finite
-        return _rdp_only_report(segs, delta, e)
+        return _rdp_only_report(segs, delta, e, prv_published=not uncertified)
     worst = max(results, key=lambda r: r.epsilon_upper)
     scores = worst.shape_scores
     shape_k = max(scores, key=scores.get) if scores else (1, 1)  # label (k₀, k₁): spreads k₀ … k₁
@@ -153,11 +153,19 @@ def _quiet_floats() -> np.errstate:
 PRV_OUT_OF_RANGE = (ArithmeticError, RuntimeError, ValueError)
 
 
-def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException) -> EpsilonReport:
+def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException, *,
+                     prv_published: bool = False) -> EpsilonReport:
     r"""The report where the PRV composition is out of its numerical range: the proven Rényi bound over the ℓp
     ball alone (it holds for every β, d, p; docs/accounting.md, "Every shift"), ∞ with the reason where that
-    is infinite too. Inputs are validated before the PRV runs, so ``error`` is numerical, never bad input."""
+    is infinite too. Inputs are validated before the PRV runs, so ``error`` is numerical, never bad input.
+    Where the PRV bound would have been the published number (``prv_published``) the switch is said aloud: a
+    one-line warning naming the failed check, since the number printed is then the looser Rényi bound."""
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if prv_published:
+        warnings.warn(f"the PRV accountant could not certify its own numerics at beta="
+                      f"{sorted({s.beta for s in segs})}, noise_multiplier={sorted({s.noise_multiplier for s in segs})}"
+                      f" ({reason}): the published epsilon is the proven, looser Rényi bound instead",
+                      UserWarning, stacklevel=3)
     try:
         with np.errstate(all="ignore"):  # the Rényi path checks its own numbers (infinite moments → ε = ∞)
             eps, order = rdp_ball_epsilon(segs, delta)
