@@ -13,6 +13,8 @@ combination raises ``ValueError`` rather than reporting a Gaussian ε for non-Ga
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
@@ -21,7 +23,7 @@ import torch
 from opacus import PrivacyEngine
 from opacus.accountants.utils import get_noise_multiplier as opacus_get_noise_multiplier
 from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
-from opacus.optimizers import DPOptimizer
+from opacus.optimizers import AdaClipDPOptimizer, DPOptimizer
 from torch import nn, optim
 from torch.distributed._composable.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -123,6 +125,30 @@ class _Checked:
     grad_sample_mode: str
     max_grad_norm: Union[float, List[float]]
     sample_rate: float
+
+
+def _keyword_names(*functions) -> frozenset:
+    """Keyword parameter names of ``functions`` (``self`` and ``**kwargs`` left out)."""
+    return frozenset(n for f in functions for n, q in inspect.signature(f).parameters.items()
+                     if n != "self" and q.kind in (q.KEYWORD_ONLY, q.POSITIONAL_OR_KEYWORD))
+
+
+#: the extra keywords ``make_private`` passes on: Opacus's own, and adaptive clipping's
+_MAKE_PRIVATE_KEYWORDS = _keyword_names(PrivacyEngine.make_private, AdaClipDPOptimizer.__init__) - {
+    "optimizer", "noise_multiplier", "max_grad_norm", "expected_batch_size", "generator", "secure_mode"}
+#: and those ``make_private_with_epsilon`` also gives the σ solver (ours, or Opacus's accountants' get_epsilon)
+_SOLVER_KEYWORDS = frozenset(_GG_SOLVER_KEYWORDS) | {"alphas", "delta_error"}
+
+
+def _check_keywords(kwargs: Dict[str, Any], valid: frozenset, method) -> None:
+    """Unknown keywords (which Opacus's ``**kwargs`` would silently swallow) → ``ValueError`` naming the closest
+    valid one, ``method``'s own parameters included (``betta`` → ``beta``)."""
+    where = method.__name__
+    for name in kwargs:
+        if name not in valid:
+            close = difflib.get_close_matches(name, sorted(valid | _keyword_names(method)), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{where}() got an unknown keyword {name!r}{hint}")
 
 
 class GGPrivacyEngine(PrivacyEngine):
@@ -256,11 +282,12 @@ class GGPrivacyEngine(PrivacyEngine):
         division by expected_batch_size; post-processing). ``clipping="ghost"`` is a shorthand for
         Opacus's ghost clipping (clip_norm_p = 2, any β); with ``clipping="per_layer"`` a single ``max_grad_norm``
         is the total ℓp sensitivity C, split as C_l = C·L^(−1/p). Returns what Opacus returns."""
+        _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private)
         c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
                                   beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)
-        validate_noise_multiplier(noise_multiplier)
-        validate_rectify_bound(rectify_bound)
+        noise_multiplier = validate_noise_multiplier(noise_multiplier)  # the cleaned value is what is used
+        rectify_bound = validate_rectify_bound(rectify_bound)
         lp_clipping_advice(c.beta, c.clip_norm_p, c.clipping)
         if not poisson_sampling:
             warnings.warn(
@@ -315,6 +342,7 @@ class GGPrivacyEngine(PrivacyEngine):
           forwarded, as Opacus does, so σ is Opacus's whenever Opacus's ``int(epochs/q)`` equals T.
         As in Opacus, the extra keywords are also passed on to ``make_private``.
         """
+        _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private_with_epsilon)
         c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
                                   beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)

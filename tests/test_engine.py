@@ -536,3 +536,28 @@ def test_get_epsilon_leaves_the_users_once_per_location_warnings_alone(beta, dim
             user_code()
             compute_epsilon(noise_multiplier=1.0, sample_rate=0.05, steps=20, delta=1e-5, beta=beta, dim=dim)
     assert sum("user's training loop" in str(w.message) for w in seen) == 1
+
+
+@pytest.mark.parametrize("method", ["make_private", "make_private_with_epsilon"])
+@pytest.mark.parametrize("wrong,right", [("betta", "beta"), ("clip_norm", "clip_norm_p"),
+                                         ("poisson_sampling_", "poisson_sampling"), ("loss_reduce", "loss_reduction")])
+def test_misspelt_keyword_is_refused_naming_the_closest(method, wrong, right):
+    """A misspelt keyword (which Opacus's **kwargs swallowed: betta=1.5 trained Gaussian β = 2) is refused
+    before anything is built, naming the closest valid keyword."""
+    model, opt, dl = _setup()
+    kw = (dict(noise_multiplier=1.0) if method == "make_private"
+          else dict(target_epsilon=3.0, target_delta=1e-5, epochs=1))
+    with pytest.raises(ValueError, match=rf"unknown keyword '{wrong}'; did you mean '{right}'\?"):
+        getattr(GGPrivacyEngine(), method)(module=model, optimizer=opt, data_loader=dl, max_grad_norm=1.0,
+                                           **kw, **{wrong: 1.5})
+    assert not hasattr(model, "_module")
+
+
+def test_make_private_uses_the_validated_noise_multiplier():
+    """noise_multiplier="1.0" is cleaned to the float 1.0 that validation accepted (it used to stay a string and
+    fail later inside step())."""
+    model, opt, dl = _setup()
+    model, opt, dl = GGPrivacyEngine().make_private(module=model, optimizer=opt, data_loader=dl,
+                                                    noise_multiplier="1.0", max_grad_norm=1.0, beta=1.5)
+    assert opt.noise_multiplier == 1.0 and isinstance(opt.noise_multiplier, float)
+    _train(model, opt, dl, epochs=1)
