@@ -155,7 +155,15 @@ class GGPrivacyEngine(PrivacyEngine):
     """Opacus ``PrivacyEngine`` with ℓp clipping and Generalized Gaussian noise (β-DP-SGD)."""
 
     def __init__(self, *, accountant: str = "gg_prv", secure_mode: bool = False):
-        super().__init__(accountant=accountant, secure_mode=secure_mode)
+        """Opacus's constructor. ``secure_mode=True`` without ``torchcsprng``: Opacus's ImportError, led by what
+        matters first here: secure mode exists only at β = 2 (GG noise has no proven floating-point defence)."""
+        try:
+            super().__init__(accountant=accountant, secure_mode=secure_mode)
+        except ImportError as e:
+            raise ImportError(
+                "secure_mode=True works only with beta=2 (Gaussian noise; for beta ≠ 2 make_private refuses it: "
+                f"Opacus's floating-point-attack defence has no proven GG analogue), and at beta=2 it needs: {e}"
+            ) from e
 
     # -- the one argument check -------------------------------------------------------------------
     def _check_arguments(
@@ -295,6 +303,8 @@ class GGPrivacyEngine(PrivacyEngine):
                 "epsilon is NOT a guarantee for shuffled fixed-size batches",
                 stacklevel=2,
             )
+            if hasattr(self.accountant, "poisson_sampling"):  # gg_prv: its reports say so (scope "shuffled")
+                self.accountant.poisson_sampling = False
         distributed = isinstance(module, (DPDDP, DDP, FSDPModule))  # Opacus's test, on the module passed in
         result = super().make_private(
             module=module,

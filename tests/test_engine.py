@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -561,3 +562,35 @@ def test_make_private_uses_the_validated_noise_multiplier():
                                                     noise_multiplier="1.0", max_grad_norm=1.0, beta=1.5)
     assert opt.noise_multiplier == 1.0 and isinstance(opt.noise_multiplier, float)
     _train(model, opt, dl, epochs=1)
+
+
+def test_secure_mode_error_says_beta_2_first():
+    """Without torchcsprng, GGPrivacyEngine(secure_mode=True) fails with Opacus's ImportError led by the reason
+    that matters at β ≠ 2 (secure mode exists only at β = 2)."""
+    try:
+        import torchcsprng  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("torchcsprng is installed: the ImportError path does not arise")
+    with pytest.raises(ImportError, match=r"^secure_mode=True works only with beta=2.*torchcsprng"):
+        GGPrivacyEngine(secure_mode=True)
+
+
+def test_shuffled_batches_are_not_reported_as_a_guarantee():
+    """poisson_sampling=False: the gg_prv report is scoped "shuffled" (certified False, printed "NOT a guarantee
+    (shuffled batches)"), not "proven"; the same run with Poisson sampling is proven."""
+    from opacus_gg.accountants.report import SCOPE_TEXT
+
+    for poisson, scope in ((False, "shuffled"), (True, "proven")):
+        model, opt, dl = _setup()
+        pe = GGPrivacyEngine()
+        with pytest.warns(UserWarning) if not poisson else contextlib.nullcontext():
+            model, opt, dl = pe.make_private(module=model, optimizer=opt, data_loader=dl, noise_multiplier=1.0,
+                                             max_grad_norm=1.0, beta=1.5, poisson_sampling=poisson)
+        _train(model, opt, dl, epochs=1)
+        report = pe.accountant.get_epsilon_report(1e-5)
+        assert report.scope == scope and report.certified is poisson
+        assert report.to_dict()["certified"] is poisson
+        assert SCOPE_TEXT[scope] in report.summary()
+    assert SCOPE_TEXT["shuffled"] == "NOT a guarantee (shuffled batches)"

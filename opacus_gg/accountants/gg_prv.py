@@ -10,6 +10,7 @@ equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -34,6 +35,8 @@ class GGPRVAccountant(IAccountant):
         super().__init__()
         self.beta = validate_beta(beta)
         self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
+        #: False when the engine trains on shuffled fixed-size batches: reports are then scoped "shuffled"
+        self.poisson_sampling = True
         self.dim = None if dim is None else validate_dim(dim, self.beta, self.clip_norm_p)
 
     @classmethod
@@ -57,7 +60,10 @@ class GGPRVAccountant(IAccountant):
                            mode: str = "certified", **kwargs) -> EpsilonReport:
         """Full :class:`EpsilonReport` for the history (3-tuples use the accountant's defaults)."""
         hist = [self._complete(e) for e in self.history]
-        return compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error)
+        report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error)
+        if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
+            report = dataclasses.replace(report, scope="shuffled")
+        return report
 
     def _complete(self, entry):
         entry = tuple(entry)
@@ -112,5 +118,7 @@ class GGPRVAccountant(IAccountant):
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")
         if d is not None:
+            poisson = self.poisson_sampling  # a property of this run, not of the file
             self.__init__(d.get("beta", 2.0), d.get("dim"), d.get("clip_norm_p"))
+            self.poisson_sampling = poisson
             self.history = [tuple(e) for e in state_dict["history"]]

@@ -7,6 +7,8 @@ Scopes (what a number is, stated once; every printout and JSON file uses these w
 * ``"equal_spreads"``: an upper bound over every shift spread equally over k of the d coordinates
   (k = 1 … d). That these shifts are the worst case was found by search, not proven, so the number is
   printed beside the proven one, never alone.
+* ``"shuffled"``: the Poisson-subsampling bound of a run that trained on shuffled fixed-size batches
+  (``poisson_sampling=False``): the accountant's assumption does not hold, so NOT a guarantee.
 * ``"estimate"``: not a bound (paper mode for β ≠ 2, CLT/GDP estimates): NOT a guarantee.
 """
 
@@ -19,10 +21,11 @@ from ..formatting import DIGITS, fmt_down, fmt_up
 
 __all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "METHOD_TEXT", "format_epsilon", "scope_fields"]
 
-SCOPES = ("proven", "equal_spreads", "estimate")
+SCOPES = ("proven", "equal_spreads", "shuffled", "estimate")
 SCOPE_TEXT: Dict[str, str] = {
     "proven": "proven upper bound for every shift",
     "equal_spreads": "over equal spreads: worst case found by search, not proven",
+    "shuffled": "NOT a guarantee (shuffled batches)",
     "estimate": "estimate, NOT a guarantee",
 }
 #: what produced a report's published ε (``EpsilonReport.method``), as printed beside it
