@@ -6,8 +6,8 @@ any β ≥ 1, small T, one fixed shift), the closed form at β = 2, q = 1 (T ste
 must be ≥ each of them; it must fall with σ and δ and grow with T, q and d (up to the accountant's own
 discretization allowance); the σ solver's σ must have an oracle ε ≤ the target; nothing comes out NaN.
 
-Hypothesis runs derandomized (fixed examples) without shrinking (one accountant call takes ~1 s); these few
-examples run in CI.
+Hypothesis runs derandomized (fixed examples) without shrinking (one accountant call takes ~1 s). The fast tests
+run in CI; the ``slow`` twins sweep the same properties with more examples (run before changing accountants/).
 """
 
 from __future__ import annotations
@@ -152,6 +152,16 @@ def test_proven_epsilon_is_above_the_lower_bound_oracle(beta, sigma, q, steps, d
     _check_above_oracle(beta, sigma, q, steps, delta)
 
 
+@pytest.mark.slow
+@_settings(40)
+@given(beta=betas, sigma=st.floats(0.3, 10.0), q=rates, steps=st.integers(1, 6), delta=deltas)
+@example(beta=1.001, sigma=0.5, q=1.0, steps=5, delta=1e-5)  # issue 19: 7.328 vs 10.000
+@example(beta=1.0001, sigma=8.0, q=1.0, steps=5, delta=1e-5)  # issue 19: 0.449 vs 0.626
+@example(beta=1.000001, sigma=1.0, q=0.01, steps=1, delta=1e-5)  # issue 19: 0.0064 vs 0.0170
+def test_proven_epsilon_is_above_the_lower_bound_oracle_sweep(beta, sigma, q, steps, delta):
+    _check_above_oracle(beta, sigma, q, steps, delta)
+
+
 def _check_shift_shapes(beta, sigma, q, steps, dim, p, delta):
     """d > 1: the proven ε covers every shift in the unit ℓp ball, so it is ≥ the oracle at one-hot and equal spread."""
     p_val = beta if p == "beta" else p
@@ -173,6 +183,15 @@ def test_proven_epsilon_in_dimension_d_is_above_the_oracle_at_every_shift_shape(
     _check_shift_shapes(beta, sigma, q, steps, dim, p, delta)
 
 
+@pytest.mark.slow
+@_settings(15)
+@given(beta=betas, sigma=sigmas, q=rates, steps=st.integers(1, 3), dim=st.integers(2, 3),
+       p=st.sampled_from(["beta", 2.0, math.inf]), delta=deltas)
+def test_proven_epsilon_in_dimension_d_is_above_the_oracle_at_every_shift_shape_sweep(beta, sigma, q, steps, dim, p,
+                                                                                     delta):
+    _check_shift_shapes(beta, sigma, q, steps, dim, p, delta)
+
+
 # ---------------------------------------------------------------------- closed form and dp-accounting oracles
 
 def _check_closed_form(sigma, steps, delta):
@@ -190,6 +209,15 @@ def test_proven_epsilon_is_above_the_gaussian_closed_form(sigma, steps, delta):
     _check_closed_form(sigma, steps, delta)
 
 
+@pytest.mark.slow
+@_settings(10)
+@given(sigma=st.floats(0.5, 200.0), steps=st.floats(0.0, 4.0).map(lambda e: int(10.0 ** e)), delta=deltas)
+@example(sigma=20.0, steps=10**4, delta=1e-10)  # issue 19: printed 43.6621, exact 43.6629
+@example(sigma=50.0, steps=10**5, delta=1e-12)  # issue 19: Opacus's "Floating point errors will dominate"
+def test_proven_epsilon_is_above_the_gaussian_closed_form_sweep(sigma, steps, delta):
+    _check_closed_form(sigma, steps, delta)
+
+
 def _check_dp_accounting(beta, sigma, q, steps, delta):
     optimistic = dp_accounting_epsilon(beta, sigma, q, steps, delta, pessimistic=False)
     ours = _eps_or_none(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=1)
@@ -202,6 +230,14 @@ def _check_dp_accounting(beta, sigma, q, steps, delta):
 @given(beta=st.sampled_from([1.0, 2.0]), sigma=st.floats(0.5, 8.0), q=st.floats(0.001, 1.0),
        steps=st.integers(1, 200), delta=deltas)
 def test_proven_epsilon_is_above_dp_accountings_optimistic_pld(beta, sigma, q, steps, delta):
+    _check_dp_accounting(beta, sigma, q, steps, delta)
+
+
+@pytest.mark.slow
+@_settings(20)
+@given(beta=st.sampled_from([1.0, 2.0]), sigma=st.floats(0.3, 20.0), q=st.floats(1e-4, 1.0),
+       steps=st.integers(1, 3000), delta=deltas)
+def test_proven_epsilon_is_above_dp_accountings_optimistic_pld_sweep(beta, sigma, q, steps, delta):
     _check_dp_accounting(beta, sigma, q, steps, delta)
 
 
@@ -233,6 +269,15 @@ def test_proven_epsilon_is_monotone_in_sigma_delta_steps_rate_and_dim(beta, sigm
     _check_monotone(beta, sigma, q, steps, delta, dim, factor)
 
 
+@pytest.mark.slow
+@_settings(12)
+@given(beta=betas, sigma=sigmas, q=rates, steps=st.integers(1, 500), delta=deltas, dim=st.integers(1, 5),
+       factor=st.floats(1.01, 4.0))
+def test_proven_epsilon_is_monotone_in_sigma_delta_steps_rate_and_dim_sweep(beta, sigma, q, steps, delta, dim,
+                                                                            factor):
+    _check_monotone(beta, sigma, q, steps, delta, dim, factor)
+
+
 # ------------------------------------------------------------------------------------------------ σ solver
 
 def _check_solver(beta, q, steps, target, delta):
@@ -250,6 +295,13 @@ def _check_solver(beta, q, steps, target, delta):
 def test_solver_sigma_meets_the_target_under_the_lower_bound_oracle():
     # issue 19: at β = 1.01 the solver returned σ = 2.0, whose true ε is ≈ 2.5 > 2
     _check_solver(beta=1.01, q=1.0, steps=5, target=2.0, delta=1e-5)
+
+
+@pytest.mark.slow
+@_settings(8)
+@given(beta=betas, q=rates, steps=st.integers(1, 4), target=st.floats(0.3, 8.0), delta=deltas)
+def test_solver_sigma_meets_the_target_under_the_lower_bound_oracle_sweep(beta, q, steps, target, delta):
+    _check_solver(beta, q, steps, target, delta)
 
 
 # --------------------------------------------------------------------------------------- CLI, NaN and inf
@@ -285,4 +337,14 @@ def _check_never_nan(beta, sigma, q, steps, delta, dim):
 @given(**extreme)
 @example(beta=1.0001, sigma=1.0, q=0.01, steps=1000, delta=1e-5, dim=1)  # issue 19: "Cannot compute epsilon"
 def test_extreme_inputs_give_a_number_or_a_refusal_never_nan(beta, sigma, q, steps, delta, dim):
+    _check_never_nan(beta, sigma, q, steps, delta, dim)
+
+
+@pytest.mark.slow
+@_settings(30)
+@given(**extreme)
+@example(beta=10.0, sigma=1.0, q=0.01, steps=100, delta=1e-5, dim=1)  # issue 19: OverflowError
+@example(beta=50.0, sigma=10.0, q=0.01, steps=100, delta=1e-5, dim=1)  # issue 19: OverflowError
+@example(beta=20.0, sigma=10.0, q=0.01, steps=100, delta=1e-5, dim=1)  # issue 19: "Cannot compute epsilon"
+def test_extreme_inputs_give_a_number_or_a_refusal_never_nan_sweep(beta, sigma, q, steps, delta, dim):
     _check_never_nan(beta, sigma, q, steps, delta, dim)
