@@ -27,6 +27,7 @@ __all__ = [
     "validate_steps",
     "validate_rectify_bound",
     "validate_clipping",
+    "validate_noise_scale",
     "validate_dim",
     "dim_matters",
     "CLIPPING_MODES",
@@ -241,3 +242,25 @@ def validate_clipping(clipping: str, beta: float, clip_norm_p: float, name: str 
             "the GG noise is added after clipping), or use clipping='flat'/'per_layer' for ℓp clipping"
         )
     return clipping
+
+
+#: tail probability below which a noise coordinate beyond the dtype's range is accepted as never happening
+NOISE_RANGE_TAIL = 1e-12
+
+
+def validate_noise_scale(scale: float, beta: float, dim: int, dtype_max: float, dtype_name: str,
+                         name: str = "noise_multiplier·max_grad_norm") -> float:
+    r"""s = σ·C for GG(β, s) noise written into ``dim`` coordinates of a dtype whose largest finite value is
+    ``dtype_max``: refused unless the largest of the ``dim`` draws stays finite except with probability
+    ≤ NOISE_RANGE_TAIL, i.e. unless t = s·(β·ln(dim/NOISE_RANGE_TAIL))^{1/β} < dtype_max (P(|X| > t) ≤
+    exp(−(t/s)^β/β) per coordinate for t ≥ s, union bound over the coordinates)."""
+    if not math.isfinite(scale):
+        raise ValueError(f"{name} = {scale!r} is not finite")
+    t = scale * (beta * math.log(max(int(dim), 1) / NOISE_RANGE_TAIL)) ** (1.0 / beta)
+    if not t < dtype_max:
+        raise ValueError(
+            f"{name} = {scale:g} makes GG(beta={beta:g}) noise overflow {dtype_name} (largest of {dim} draws "
+            f"≈ {t:.3g} > {dtype_max:.3g}): inf would be written into the parameters; use a smaller "
+            f"noise_multiplier or max_grad_norm, or a wider dtype"
+        )
+    return scale

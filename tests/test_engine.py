@@ -594,3 +594,32 @@ def test_shuffled_batches_are_not_reported_as_a_guarantee():
         assert report.to_dict()["certified"] is poisson
         assert SCOPE_TEXT[scope] in report.summary()
     assert SCOPE_TEXT["shuffled"] == "NOT a guarantee (shuffled batches)"
+
+
+@pytest.mark.parametrize("beta", [1.5, 2.0, 3.0])
+@pytest.mark.parametrize("dtype,sigma,mgn", [(torch.float32, 1e6, 1e33), (torch.float16, 2e4, 1.0)])
+def test_noise_scale_beyond_the_dtype_is_refused_before_the_write(beta, dtype, sigma, mgn):
+    """σ·C whose noise would overflow the parameters' dtype (float32 beyond 3.4e38, fp16 beyond 65504): ValueError
+    before anything changes (it used to write inf into the parameters, and the next step blamed the gradient)."""
+    torch.manual_seed(0)
+    prm = torch.nn.Parameter(torch.randn(50, dtype=dtype))
+    before = prm.detach().clone()
+    opt = GGDPOptimizer(torch.optim.SGD([prm], lr=0.1), noise_multiplier=sigma, max_grad_norm=mgn,
+                        expected_batch_size=4, beta=beta)
+    hook = []
+    opt.attach_step_hook(lambda o: hook.append(1))
+    prm.grad_sample = torch.randn(4, 50, dtype=dtype)
+    with pytest.raises(ValueError, match=f"overflow {dtype}"):
+        opt.step()
+    assert torch.equal(prm.detach(), before) and prm.grad is None and not hook and prm.summed_grad is None
+
+
+def test_noise_range_tail_bound_holds():
+    """The bound behind validate_noise_scale: P(|X| > t) ≤ exp(−(t/s)^β/β) for GG(β, s), t ≥ s (quadrature)."""
+    from scipy import integrate, special
+
+    for beta in (1.0, 1.5, 2.0, 3.0, 8.0):
+        z = 2 * beta ** (1 / beta) * special.gamma(1 + 1 / beta)
+        for t in (1.0, 1.5, 3.0, 6.0):
+            tail = 2 * integrate.quad(lambda x: math.exp(-x**beta / beta), t, math.inf, epsabs=0, epsrel=1e-10)[0] / z
+            assert tail <= math.exp(-t**beta / beta)

@@ -46,6 +46,7 @@ from ..validation import (
     validate_clip_norm_p,
     validate_max_grad_norm,
     validate_noise_multiplier,
+    validate_noise_scale,
     validate_rectify_bound,
 )
 
@@ -143,6 +144,7 @@ class GGClipMixin(GGParamsMixin):
         after an error."""
         if self._refused_batch:
             return self._discard_physical_batch()
+        self._check_noise_range()
         queued = len(self._step_skip_queue)
         self._in_step = True
         try:
@@ -158,6 +160,19 @@ class GGClipMixin(GGParamsMixin):
             self._in_step = False
         self._settle()
         return done
+
+    def _check_noise_range(self) -> None:
+        """Before anything of the step is done: the noise scale σ·C (σ may have changed since construction) must
+        keep every noise coordinate finite in its parameter's dtype (:func:`~opacus_gg.validation.
+        validate_noise_scale`); otherwise ``ValueError`` and nothing changes."""
+        scale = self.noise_multiplier * self.max_grad_norm
+        if scale == 0:
+            return
+        sizes: Dict[torch.dtype, int] = {}
+        for p in self.params:
+            sizes[p.dtype] = sizes.get(p.dtype, 0) + p.numel()
+        for dtype, dim in sizes.items():
+            validate_noise_scale(scale, self.beta, dim, float(torch.finfo(dtype).max), str(dtype))
 
     def _refuse(self, popped: bool) -> None:
         """A refused step (NaN/inf per-sample gradient) refuses its whole logical batch: no noise, no
