@@ -71,13 +71,24 @@ def test_gaussian_calibration_equals_analytic_gaussian(k):
     assert ref * (1 - 1e-3) <= s <= ref * 1.01
 
 
-def test_vertex_form_equals_k_fold_composition():
+@pytest.mark.parametrize("beta", [1.5, 3.0])
+def test_vertex_form_equals_k_fold_composition(beta):
     """calibrate_scale asks for (steps=1, dim=k, p=inf); that is the k-fold composition (steps=k, dim=1)."""
-    kw = dict(noise_multiplier=6.0, sample_rate=1.0, delta=1e-5, beta=4.0)
-    vertex = acc.compute_epsilon(steps=1, dim=20, clip_norm_p=math.inf, **kw).epsilon
+    kw = dict(noise_multiplier=6.0, sample_rate=1.0, delta=1e-5, beta=beta)
+    vertex = acc.compute_epsilon(steps=1, dim=20, clip_norm_p=math.inf, **kw)
     composed = acc.compute_epsilon(steps=20, dim=1, **kw).epsilon
     # two accountant runs of the same mechanism: each within eps_error of the truth
-    assert vertex == pytest.approx(composed, rel=2e-3)
+    assert vertex.method == "prv" and vertex.epsilon == pytest.approx(composed, rel=2e-3)
+
+
+def test_vertex_form_whose_prv_fails_its_mass_check_is_looser_never_smaller_and_says_so():
+    """β = 4, σ = 6, d = 20: the product pair's one-step PRV drifts in mass beyond its budget (1 + 3.4e-8), so the
+    accountant publishes the proven Rényi bound instead, with a warning: looser than the composition, never below."""
+    kw = dict(noise_multiplier=6.0, sample_rate=1.0, delta=1e-5, beta=4.0)
+    with pytest.warns(UserWarning, match="could not certify its own numerics"):
+        vertex = acc.compute_epsilon(steps=1, dim=20, clip_norm_p=math.inf, **kw)
+    composed = acc.compute_epsilon(steps=20, dim=1, **kw).epsilon
+    assert vertex.certified and vertex.method == "rdp" and vertex.epsilon >= composed
 
 
 def test_report_and_comparisons():

@@ -14,7 +14,7 @@ from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterog
 from scipy.fft import next_fast_len
 
 from ...validation import validate_delta, validate_delta_error, validate_positive
-from ..history import parse_segment
+from ..history import DEFAULTS, parse_segment
 from .prv import DEFAULT_N_SAMPLES, EmpiricalPRV, sampled_prv
 
 __all__ = ["dkw_radius", "sampled_compose_epsilon", "domain_for", "compose", "epsilon_bracket", "paper_history"]
@@ -87,7 +87,7 @@ def paper_history(history: Sequence[tuple]) -> List[Tuple[float, float, int, flo
     """Validated (σ, q, steps, β) per entry (:func:`..history.parse_segment`; dim and p are ignored)."""
     if not history:
         raise ValueError("history must contain at least one (noise_multiplier, sample_rate, steps, ...) entry")
-    segs = [parse_segment(entry) for entry in history]
+    segs = [parse_segment(entry, (DEFAULTS[0], 1, DEFAULTS[2])) for entry in history]  # d unused: one-hot
     if any(s.noiseless for s in segs):
         raise ValueError("noise_multiplier must be > 0 in paper mode (noise_multiplier=0 gives epsilon=inf)")
     return [(s.noise_multiplier, s.sample_rate, s.steps, s.beta) for s in segs]
