@@ -148,3 +148,60 @@ def test_rectify_bound_refused_in_ddp():
     with pytest.raises(ValueError, match="rectify_bound"):  # the check the distributed classes run at init
         GGDistributedDPOptimizer._no_rectify(type("X", (), {"rectify_bound": 1.0})())
     GGDistributedDPOptimizer._no_rectify(type("X", (), {"rectify_bound": None})())
+
+
+def _nan_worker(rank: int, port: int, out_dir: str, accel: bool) -> None:
+    """Rank 1 feeds a NaN in its 2nd batch; every rank catches FloatingPointError and carries on."""
+    warnings.filterwarnings("ignore")
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=__import__("datetime").timedelta(seconds=60))
+    try:
+        from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+        from sync_counter import SyncCounter
+
+        from opacus_gg import GGPrivacyEngine, _device
+
+        torch.manual_seed(5 + rank)
+        x = torch.randn(64, 6)
+        if rank == 1:
+            x[20] = float("nan")  # batch 2 (batch_size 16, no shuffling)
+        model = DPDDP(nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)))
+        pe = GGPrivacyEngine()
+        model, opt, dl = pe.make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=1.0,
+            data_loader=DataLoader(TensorDataset(x, torch.randint(0, 2, (64,))), batch_size=16),
+            max_grad_norm=1.0, beta=1.5, poisson_sampling=False, noise_generator=torch.Generator().manual_seed(3))
+        refused, syncs = [], []
+        with _device.accelerator_path(accel):
+            for i, (xb, yb) in enumerate(dl):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                try:
+                    with SyncCounter() as c:
+                        opt.step()
+                    syncs.append(c.count)
+                except FloatingPointError:
+                    refused.append(i)
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+        dist.all_gather(gathered, flat)
+        res = {"refused": refused, "steps": sum(e[2] for e in pe.accountant.history), "syncs": syncs,
+               "params_equal": bool(torch.equal(gathered[0], gathered[1])), "finite": bool(torch.isfinite(flat).all())}
+        with open(os.path.join(out_dir, f"nan{rank}.json"), "w") as f:
+            json.dump(res, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("accel", [False, True])
+def test_nan_on_one_rank_is_refused_on_every_rank(tmp_path, accel):
+    """A NaN per-sample gradient on rank 1 only: every rank refuses that step (FloatingPointError), nothing is
+    noised, accounted or applied anywhere, the ranks stay in step (the next steps pair their collectives with the
+    same step) and end with identical, finite parameters; the accelerator path still synchronises once per step."""
+    mp.spawn(_nan_worker, args=(_free_port(), str(tmp_path), accel), nprocs=WORLD, join=True)
+    r = [json.loads((tmp_path / f"nan{i}.json").read_text()) for i in range(WORLD)]
+    for x in r:
+        assert x["refused"] == [1] and x["steps"] == 3 and x["params_equal"] and x["finite"], x
+        if accel:
+            assert x["syncs"] == [1, 1, 1], x

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Optional, Type
 
+import torch
+
 from opacus.optimizers import (
     DistributedDPOptimizer,
     DistributedDPOptimizerFastGradientClipping,
@@ -60,10 +62,61 @@ class _GGDistributed:
 
     def add_noise(self) -> None:
         """Ranks other than 0 add no noise (Opacus): they settle the step's clipping check before their
-        ``summed_grad`` becomes ``p.grad``; rank 0 settles it with the noise's."""
-        if self.rank != 0:
-            self._settle()
-        super().add_noise()
+        ``summed_grad`` becomes ``p.grad``; rank 0 settles it with the noise's. That settlement is collective
+        (:meth:`_settle`): the ranks agree on refusing the step."""
+        self._collective = True
+        try:
+            if self.rank != 0:
+                self._settle()
+            super().add_noise()
+        finally:
+            self._collective = False
+
+    def _settle(self) -> None:
+        r"""At a real step: all ranks agree, within the step's one host synchronisation. Round 1 all-reduces
+        (MAX) "some deferred check of this rank is set" before it is read; only if it is set anywhere, each rank
+        runs its handlers (a NaN/inf raises there) and round 2 all-reduces "refused": if any rank refused, every
+        rank raises ``FloatingPointError`` with nothing applied. Elsewhere (skipped steps): rank-local."""
+        if not getattr(self, "_collective", False):
+            return super()._settle()
+        self._collective = False  # once per step
+        self._agreed = True  # this step's agreement is under way: a refusal raised from here has taken part
+        checks, self._step_checks = self._step_checks, []
+        dev = self.params[0].device
+        flags = [flag.to(dev) for flag, _ in checks] or [torch.zeros((), dtype=torch.bool, device=dev)]
+        anywhere = torch.stack(flags).any().to(torch.int32).reshape(1)
+        torch.distributed.all_reduce(anywhere, op=torch.distributed.ReduceOp.MAX)
+        if not bool(anywhere):  # the step's one synchronisation
+            return
+        refused: Optional[FloatingPointError] = None
+        for flag, handle in checks:
+            if bool(flag):
+                try:
+                    handle()
+                except FloatingPointError as e:
+                    refused = e
+                    break
+        self._agree_on_refusal(refused)
+
+    def _agree_on_refusal(self, refused: Optional[FloatingPointError]) -> None:
+        """Round 2: raise on every rank if any rank refused this step."""
+        t = torch.tensor([int(refused is not None)], dtype=torch.int32, device=self.params[0].device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        if refused is not None:
+            raise refused
+        if bool(t):
+            raise FloatingPointError("NaN or inf per-sample gradient on another rank: the step is refused on every "
+                                     "rank (nothing noised, accounted or applied)")
+
+    def _join_refusal(self) -> None:
+        """This rank refused its logical batch before reaching the step's collective settlement (CPU path, or an
+        earlier physical batch): take part in both rounds, saying "refused"."""
+        if getattr(self, "_agreed", False):
+            return
+        t = torch.ones(1, dtype=torch.int32, device=self.params[0].device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        t = torch.ones(1, dtype=torch.int32, device=self.params[0].device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
 
 
 class GGDistributedDPOptimizer(_GGDistributed, GGClipMixin, DistributedDPOptimizer, GGNoiseMixin):

@@ -120,6 +120,9 @@ class GGParamsMixin(DPOptimizer):
                 offset += refs[i].numel()
         return out
 
+    def _join_refusal(self) -> None:
+        """Distributed classes: take part in the step's agreement as a rank that refused (nothing to do alone)."""
+
     def _settle(self) -> None:
         """Read this step's deferred checks with ONE host synchronisation; run the handler of each set one
         (clipping's first: it may raise before the noise is touched)."""
@@ -145,6 +148,7 @@ class GGClipMixin(GGParamsMixin):
         if self._refused_batch:
             return self._discard_physical_batch()
         self._check_noise_range()
+        self._agreed = False  # set by a distributed class's collective settlement
         queued = len(self._step_skip_queue)
         self._in_step = True
         try:
@@ -183,6 +187,8 @@ class GGClipMixin(GGParamsMixin):
         more = False
         if not popped and self._step_skip_queue:
             more = self._step_skip_queue.pop(0)  # True: physical batches of this logical batch still to come
+        if not popped and not more:  # the logical batch's real step, refused before its (collective) settlement
+            self._join_refusal()
         for p in self.params:
             p.summed_grad = None
         self._is_last_step_skipped = False
@@ -192,6 +198,8 @@ class GGClipMixin(GGParamsMixin):
         """A physical batch of a refused logical batch: its skip signal consumed, its per-sample gradients
         unused; the last one ends the refusal. Always ``False`` (no step)."""
         last = not self._check_skip_next_step()
+        if last:
+            self._join_refusal()
         for p in self.params:
             p.summed_grad = None
         self._is_last_step_skipped = not last
