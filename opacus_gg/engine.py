@@ -26,6 +26,7 @@ from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as D
 from opacus.optimizers import AdaClipDPOptimizer, DPOptimizer
 from torch import nn, optim
 from torch.distributed._composable.fsdp import FSDPModule
+from torch.distributed.fsdp import FullyShardedDataParallel
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 
@@ -115,6 +116,20 @@ def _trainable_dim(optimizer: optim.Optimizer) -> int:
     return int(sum(q.numel() for g in optimizer.param_groups for q in g["params"] if q.requires_grad))
 
 
+def _check_fsdp(module: nn.Module, grad_sample_mode: str, beta: float) -> None:
+    """A module with FSDP inside (``fully_shard``, Opacus's ``FSDP2Wrapper``, or FSDP1) gets per-sample gradients only
+    from Opacus's ``grad_sample_mode="ghost_fsdp"``; every other mode fails deep inside Opacus or torch (hooks:
+    "FSDP does not support deepcopy"; on a root-only ``fully_shard``: an AttributeError), so refuse it first."""
+    if grad_sample_mode == "ghost_fsdp":
+        return
+    if any(isinstance(m, (FSDPModule, FullyShardedDataParallel)) for m in module.modules()):
+        p2 = "" if beta == 2.0 else " and clip_norm_p=2 (ghost norms are l2; any beta)"
+        raise ValueError(
+            f"module is wrapped by FSDP, whose per-sample gradients Opacus computes only with "
+            f"grad_sample_mode='ghost_fsdp'{p2}; got grad_sample_mode={grad_sample_mode!r}"
+        )
+
+
 @dataclass(frozen=True)
 class _Checked:
     """Cleaned β-DP-SGD arguments (see :meth:`GGPrivacyEngine._check_arguments`)."""
@@ -169,6 +184,7 @@ class GGPrivacyEngine(PrivacyEngine):
     def _check_arguments(
         self,
         *,
+        module: nn.Module,
         optimizer: optim.Optimizer,
         data_loader: DataLoader,
         max_grad_norm: Union[float, List[float]],
@@ -180,7 +196,8 @@ class GGPrivacyEngine(PrivacyEngine):
         r"""Validate and normalise the arguments shared by ``make_private`` and ``make_private_with_epsilon``.
 
         * β ≥ 1, p ∈ [1, ∞] (None → β), clipping ∈ {flat, per_layer, adaptive, ghost}; ghost clipping and
-          ``grad_sample_mode`` "ghost"/"ghost_fsdp" only with p = 2 (any β); adaptive (any β, p) only with
+          ``grad_sample_mode`` "ghost"/"ghost_fsdp" only with p = 2 (any β); an FSDP module only with
+          "ghost_fsdp" (:func:`_check_fsdp`); adaptive (any β, p) only with
           ``gg_prv``, the accountant that sees its noisy count.
         * ``clipping="ghost"`` → ("flat", grad_sample_mode="ghost") (Opacus's ghost clipping).
         * per-layer: a list of L numbers > 0 (one per trainable tensor), or one total C split as
@@ -195,6 +212,7 @@ class GGPrivacyEngine(PrivacyEngine):
             validate_clipping("ghost", beta, p, name="grad_sample_mode")
         if clipping == "ghost":
             clipping, grad_sample_mode = "flat", "ghost"
+        _check_fsdp(module, grad_sample_mode, beta)
         max_grad_norm = validate_max_grad_norm(max_grad_norm)
         n_tensors = _trainable_tensors(optimizer)
         if clipping == "per_layer":
@@ -291,7 +309,7 @@ class GGPrivacyEngine(PrivacyEngine):
         Opacus's ghost clipping (clip_norm_p = 2, any β); with ``clipping="per_layer"`` a single ``max_grad_norm``
         is the total ℓp sensitivity C, split as C_l = C·L^(−1/p). Returns what Opacus returns."""
         _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private)
-        c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
+        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
                                   beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)
         noise_multiplier = validate_noise_multiplier(noise_multiplier)  # the cleaned value is what is used
@@ -353,7 +371,7 @@ class GGPrivacyEngine(PrivacyEngine):
         As in Opacus, the extra keywords are also passed on to ``make_private``.
         """
         _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private_with_epsilon)
-        c = self._check_arguments(optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
+        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
                                   beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)
         validate_epsilon(target_epsilon)

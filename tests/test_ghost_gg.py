@@ -210,3 +210,27 @@ def test_ghost_ddp_gg_on_two_gloo_processes(tmp_path):
     assert res[0]["params"] == res[1]["params"]
     ks = stats.kstest(res[0]["noise"], stats.gennorm(1.5, scale=gennorm_scale(1.5, 1.0)).cdf)
     assert ks.pvalue > 1e-3, ks
+
+
+@pytest.mark.parametrize("shard", ["FSDP2Wrapper", "root_only"])
+@pytest.mark.parametrize("mode,beta", [("hooks", 2.0), ("hooks", 1.5), ("ghost", 2.0), ("functorch", 2.0)])
+def test_fsdp_module_without_ghost_fsdp_is_refused_naming_it(tmp_path, shard, mode, beta):
+    """An FSDP2 model (one gloo process on CPU) with any grad_sample_mode but "ghost_fsdp": one ValueError naming
+    ghost_fsdp (and clip_norm_p=2 at β ≠ 2) before Opacus's deepcopy ("FSDP does not support deepcopy") or the
+    AttributeError a root-only fully_shard gave; nothing is accounted."""
+    from opacus.utils.fsdp_utils import FSDP2Wrapper
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        model = nn.Sequential(nn.Linear(10, 4))
+        module = FSDP2Wrapper(model) if shard == "FSDP2Wrapper" else fully_shard(model)
+        pe = GGPrivacyEngine()
+        with pytest.raises(ValueError, match="grad_sample_mode='ghost_fsdp'") as err:
+            pe.make_private(module=module, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=_data(),
+                            noise_multiplier=1.0, max_grad_norm=1.0, beta=beta, grad_sample_mode=mode,
+                            criterion=nn.CrossEntropyLoss())
+        assert ("clip_norm_p=2" in str(err.value)) == (beta != 2.0) and "\n" not in str(err.value)
+        assert len(pe.accountant) == 0
+    finally:
+        dist.destroy_process_group()
