@@ -106,3 +106,35 @@ def test_stored_clip_bound_covers_the_roundings_of_the_store(dtype):
             assert stored_clip_bound(1.0, 2.0, [(dtype, dtype, 1000)]) < c - 2**-8
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.parametrize("beta", [2.0, 1.5])
+def test_grad_scaler_clips_the_scaled_gradient_and_does_not_unscale_the_update(beta):
+    """The documented GradScaler behaviour (docs/engine.md, "Mixed precision"), as in Opacus: with loss scale S the
+    per-sample gradients are S·g, so clipping at C clips S·g, and ``scaler.step`` unscales only the non-private
+    p.grad, which the DP step overwrites: σ = 0, one sample with ‖g‖₂ < C < S‖g‖₂ gives an update of norm C
+    (= S·clip_{C/S}(g)), not g; without the scaler the update is g."""
+    torch.manual_seed(0)
+    x, y = torch.randn(1, 5), torch.randn(1, 1)
+    updates = {}
+    for scaled in (False, True):
+        torch.manual_seed(0)
+        model = nn.Linear(5, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, opt, dl = GGPrivacyEngine().make_private(
+                module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                data_loader=DataLoader(TensorDataset(x, y), batch_size=1), noise_multiplier=0.0, max_grad_norm=100.0,
+                beta=beta, clip_norm_p=2.0, poisson_sampling=False, loss_reduction="sum")
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+        loss = ((model(x) - y) ** 2).sum()
+        (scaler.scale(loss) if scaled else loss).backward()
+        per_sample = torch.cat([p.grad_sample.flatten() for p in opt.params])
+        scaler.step(opt) if scaled else opt.step()
+        updates[scaled] = (per_sample, torch.cat([p.grad.flatten() for p in opt.params]))
+    g, update = updates[False]
+    assert float(g.norm()) < 100.0 and torch.allclose(update, g)  # not clipped without the scaler
+    s_g, s_update = updates[True]
+    assert torch.allclose(s_g, 2.0 ** 10 * g)  # the per-sample gradients carry the loss scale
+    assert float(s_update.norm()) == pytest.approx(100.0, rel=1e-5)  # clipped at C in scaled units, not unscaled
+    assert torch.allclose(s_update, 100.0 * g / g.norm(), rtol=1e-4)
