@@ -117,6 +117,20 @@ def _lattice(work_dtype: torch.dtype) -> float:
     return 2.0**-mant / fac
 
 
+def min_scale(beta: float, work_dtype: torch.dtype) -> float:
+    """Smallest scale s the sampler represents in ``work_dtype``: every width it multiplies a draw by is a normal
+    number there. CPU (the stricter path): W_i·2^-M' = fl(fl(X_i·fac·s)·2^-M') with 2^-M' = :func:`_lattice`;
+    the scaling by 2^-M' is exact (as :func:`_lattice_tensors` assumes) only while the product stays ≥ the dtype's
+    smallest normal, so s·X_min·fac ≥ tiny/2^-M' (a power of two; rounding is monotone, so the bound on the
+    exact product carries over to the rounded one). Below it the widths turn subnormal, lose their relative
+    precision and at s ≲ 1e-31 (float32) flush the draws to ≈ 0. Returned with a relative margin 2^-48 above
+    the bound (one float64 division)."""
+    mant, fac = _bits(work_dtype, False)[3:5]
+    x_min = float(np.min(table(beta)[2][:-1]))  # the top layer's width X_{N-1} > 0
+    tiny = float(torch.finfo(work_dtype).tiny)
+    return tiny / _lattice(work_dtype) / (x_min * fac) * (1 + 2.0**-48)
+
+
 def _cached(key: tuple, make):
     """The per-process table cache (cleared beyond 64 entries)."""
     if key not in _TENSORS:

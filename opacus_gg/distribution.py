@@ -32,6 +32,7 @@ ArrayLike = Union[float, np.ndarray, Sequence[float]]
 
 __all__ = [
     "sample",
+    "min_scale",
     "sample_deferred",
     "sample_gamma",
     "log_prob",
@@ -118,6 +119,18 @@ def sample_deferred(
         raise ValueError("sample_deferred is the Ziggurat's (beta != 2); at beta = 2 use sample (randn)")
     _, device, _, work_dtype = _sample_setup(n, generator, device, dtype)
     return _ziggurat.sample_deferred(int(n), beta, scale, generator, device, work_dtype)
+
+
+def min_scale(beta: float, dtype: torch.dtype) -> float:
+    r"""Smallest GG scale s that :func:`sample` represents for output ``dtype``: s is a normal number of ``dtype``
+    (the written noise keeps its relative precision: fp16 6.1e-5, bf16/float32 1.2e-38), and every factor the
+    sampler scales by is a normal number of its work dtype (β = 2: s itself; β ≠ 2: the Ziggurat's lattice
+    widths, :func:`opacus_gg._ziggurat.min_scale`, ≈ 3.6e-31 in float32 at β = 1.5). Below it the noise is
+    distorted, at s ≲ 1e-31 (float32, β ≠ 2) collapsed to ≈ 0."""
+    beta = validate_beta(beta)
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    sampler = float(torch.finfo(work).tiny) if beta == 2.0 else _ziggurat.min_scale(beta, work)
+    return max(sampler, float(torch.finfo(dtype).tiny))
 
 
 def _sample_setup(shape, generator, device, dtype):

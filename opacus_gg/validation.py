@@ -249,13 +249,20 @@ NOISE_RANGE_TAIL = 1e-12
 
 
 def validate_noise_scale(scale: float, beta: float, dim: int, dtype_max: float, dtype_name: str,
-                         name: str = "noise_multiplier·max_grad_norm") -> float:
+                         name: str = "noise_multiplier·max_grad_norm", min_scale: float = 0.0) -> float:
     r"""s = σ·C for GG(β, s) noise written into ``dim`` coordinates of a dtype whose largest finite value is
     ``dtype_max``: refused unless the largest of the ``dim`` draws stays finite except with probability
     ≤ NOISE_RANGE_TAIL, i.e. unless t = s·(β·ln(dim/NOISE_RANGE_TAIL))^{1/β} < dtype_max (P(|X| > t) ≤
-    exp(−(t/s)^β/β) per coordinate for t ≥ s, union bound over the coordinates)."""
+    exp(−(t/s)^β/β) per coordinate for t ≥ s, union bound over the coordinates); and refused when
+    0 < s < ``min_scale``, the smallest scale the sampler represents (:func:`opacus_gg.distribution.min_scale`)."""
     if not math.isfinite(scale):
         raise ValueError(f"{name} = {scale!r} is not finite")
+    if 0 < scale < min_scale:
+        raise ValueError(
+            f"{name} = {scale:g} is below the smallest GG(beta={beta:g}) noise scale the sampler represents in "
+            f"{dtype_name} ({min_scale:.3g}): the noise would be distorted or flushed to ≈ 0; use a larger "
+            f"noise_multiplier or max_grad_norm (rescale the loss), or a wider dtype"
+        )
     t = scale * (beta * math.log(max(int(dim), 1) / NOISE_RANGE_TAIL)) ** (1.0 / beta)
     if not t < dtype_max:
         raise ValueError(

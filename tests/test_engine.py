@@ -12,7 +12,7 @@ from scipy import stats
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from opacus_gg import GGPrivacyEngine
+from opacus_gg import GGPrivacyEngine, distribution
 from opacus_gg.optimizers import GGDPOptimizer, GGDPPerLayerOptimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -612,6 +612,39 @@ def test_noise_scale_beyond_the_dtype_is_refused_before_the_write(beta, dtype, s
     with pytest.raises(ValueError, match=f"overflow {dtype}"):
         opt.step()
     assert torch.equal(prm.detach(), before) and prm.grad is None and not hook and prm.summed_grad is None
+
+
+@pytest.mark.parametrize("beta,dtype,mgn", [(1.5, torch.float32, 1e-31), (3.0, torch.float32, 1e-31),
+                                             (2.0, torch.float32, 1e-39), (1.5, torch.float16, 1e-5)])
+def test_noise_scale_below_what_the_sampler_represents_is_refused_before_the_write(beta, dtype, mgn):
+    """σ·C below distribution.min_scale (β ≠ 2 in float32: the CPU lattice widths turn subnormal, ≈ 3.6e-31 at
+    β = 1.5; β = 2: s below float32's smallest normal; fp16: below 6.1e-5): ValueError before anything changes
+    (at s ≈ 1e-39 the CPU sampler's float32 draws are 73 % zeros, KS p = 0; the step used to go through)."""
+    assert mgn < distribution.min_scale(beta, dtype)
+    torch.manual_seed(0)
+    prm = torch.nn.Parameter(torch.randn(50, dtype=dtype))
+    before = prm.detach().clone()
+    opt = GGDPOptimizer(torch.optim.SGD([prm], lr=0.1), noise_multiplier=1.0, max_grad_norm=mgn,
+                        expected_batch_size=4, beta=beta)
+    hook = []
+    opt.attach_step_hook(lambda o: hook.append(1))
+    prm.grad_sample = torch.randn(4, 50, dtype=dtype)
+    with pytest.raises(ValueError, match=f"below the smallest GG.*{dtype}"):
+        opt.step()
+    assert torch.equal(prm.detach(), before) and prm.grad is None and not hook and prm.summed_grad is None
+
+
+@pytest.mark.parametrize("beta", [1.5, 3.0])
+def test_sampler_is_exact_at_its_smallest_scale_and_collapses_far_below(beta):
+    """At s = distribution.min_scale(β, float32) the CPU draws / s are GG(β, 1) (KS, 20000 draws); at 2⁻²⁸ of it
+    (s ≈ 1e-39, below float32's smallest normal) most draws are 0: what the refusal above prevents."""
+    m = distribution.min_scale(beta, torch.float32)
+    ref = stats.gennorm(beta, scale=distribution.gennorm_scale(beta, 1.0)).cdf
+    x = distribution.sample(20000, beta, m, generator=torch.Generator().manual_seed(0)).double().numpy() / m
+    assert stats.kstest(x, ref).pvalue > 1e-3
+    s = m * 2.0**-28
+    y = distribution.sample(20000, beta, s, generator=torch.Generator().manual_seed(0)).double().numpy() / s
+    assert (y == 0).mean() > 0.5 and stats.kstest(y, ref).pvalue < 1e-10
 
 
 def test_noise_range_tail_bound_holds():

@@ -167,8 +167,9 @@ class GGClipMixin(GGParamsMixin):
 
     def _check_noise_range(self) -> None:
         """Before anything of the step is done: the noise scale σ·C (σ may have changed since construction) must
-        keep every noise coordinate finite in its parameter's dtype (:func:`~opacus_gg.validation.
-        validate_noise_scale`); otherwise ``ValueError`` and nothing changes."""
+        keep every noise coordinate finite in its parameter's dtype and be one the sampler represents there
+        (:func:`~opacus_gg.validation.validate_noise_scale`, :func:`~opacus_gg.distribution.min_scale`);
+        otherwise ``ValueError`` and nothing changes."""
         scale = self.noise_multiplier * self.max_grad_norm
         if scale == 0:
             return
@@ -176,7 +177,8 @@ class GGClipMixin(GGParamsMixin):
         for p in self.params:
             sizes[p.dtype] = sizes.get(p.dtype, 0) + p.numel()
         for dtype, dim in sizes.items():
-            validate_noise_scale(scale, self.beta, dim, float(torch.finfo(dtype).max), str(dtype))
+            validate_noise_scale(scale, self.beta, dim, float(torch.finfo(dtype).max), str(dtype),
+                                 min_scale=distribution.min_scale(self.beta, dtype))
 
     def _refuse(self, popped: bool) -> None:
         """A refused step (NaN/inf per-sample gradient) refuses its whole logical batch: no noise, no
