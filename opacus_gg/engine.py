@@ -309,8 +309,8 @@ class GGPrivacyEngine(PrivacyEngine):
         Opacus's ghost clipping (clip_norm_p = 2, any β); with ``clipping="per_layer"`` a single ``max_grad_norm``
         is the total ℓp sensitivity C, split as C_l = C·L^(−1/p). Returns what Opacus returns."""
         _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private)
-        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
-                                  beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
+        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader,
+                                  max_grad_norm=max_grad_norm, beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)
         noise_multiplier = validate_noise_multiplier(noise_multiplier)  # the cleaned value is what is used
         rectify_bound = validate_rectify_bound(rectify_bound)
@@ -371,8 +371,8 @@ class GGPrivacyEngine(PrivacyEngine):
         As in Opacus, the extra keywords are also passed on to ``make_private``.
         """
         _check_keywords(kwargs, _MAKE_PRIVATE_KEYWORDS | _SOLVER_KEYWORDS, GGPrivacyEngine.make_private_with_epsilon)
-        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader, max_grad_norm=max_grad_norm,
-                                  beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
+        c = self._check_arguments(module=module, optimizer=optimizer, data_loader=data_loader,
+                                  max_grad_norm=max_grad_norm, beta=beta, clip_norm_p=clip_norm_p, clipping=clipping,
                                   grad_sample_mode=grad_sample_mode)
         validate_epsilon(target_epsilon)
         validate_delta(target_delta, "target_delta")
