@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from lower_bound_oracle import epsilon_lower
-from opacus_gg.accountants import compute_epsilon, get_noise_multiplier
+from opacus_gg.accountants import GGPRVAccountant, compute_epsilon, compute_epsilon_history, get_noise_multiplier
 from opacus_gg.accountants.checks import AccountingError
 
 #: allowance for non-monotonicity of an upper bound: eps_error (0.01) + the relative mesh (0.4 %) + margin
@@ -148,6 +148,7 @@ def _check_above_oracle(beta, sigma, q, steps, delta):
 @given(beta=betas, sigma=sigmas, q=rates, steps=st.integers(1, 4), delta=deltas)
 @example(beta=1.01, sigma=2.0, q=1.0, steps=5, delta=1e-5)  # issue 19: printed 1.0853, true ≈ 2.50
 @example(beta=1.0001, sigma=1.0, q=1.0, steps=5, delta=1e-5)  # issue 19: printed 1.092, true ≈ 5
+@example(beta=1.0, sigma=0.4, q=0.001, steps=2, delta=1e-12)  # since 5de3372: printed 0.00207, true ≈ 0.0222
 def test_proven_epsilon_is_above_the_lower_bound_oracle(beta, sigma, q, steps, delta):
     _check_above_oracle(beta, sigma, q, steps, delta)
 
@@ -160,6 +161,40 @@ def test_proven_epsilon_is_above_the_lower_bound_oracle(beta, sigma, q, steps, d
 @example(beta=1.000001, sigma=1.0, q=0.01, steps=1, delta=1e-5)  # issue 19: 0.0064 vs 0.0170
 def test_proven_epsilon_is_above_the_lower_bound_oracle_sweep(beta, sigma, q, steps, delta):
     _check_above_oracle(beta, sigma, q, steps, delta)
+
+
+def _check_schedule(segments, delta):
+    """A history of segments (σ, q, steps, β), d = 1: compute_epsilon_history and the accountant, vs the oracle."""
+    lower = epsilon_lower(segments, delta)
+    history = [(s, q, t, b, 1, None) for s, q, t, b in segments]
+    try:
+        rep = compute_epsilon_history(history, delta)
+    except REFUSALS:
+        return
+    acc = GGPRVAccountant(beta=2.0, dim=1)
+    for s, q, t, b in segments:
+        for _ in range(t):
+            acc.step(noise_multiplier=s, sample_rate=q, beta=b, dim=1)
+    assert rep.certified and not math.isnan(rep.epsilon)
+    assert rep.epsilon >= lower, (rep.epsilon, lower)
+    assert acc.get_epsilon(delta) == rep.epsilon
+
+
+segment = st.tuples(sigmas, rates, st.integers(1, 2), betas)
+
+
+@_settings(3)
+@given(segments=st.lists(segment, min_size=2, max_size=3), delta=deltas)
+@example(segments=[(0.4, 0.001, 1, 1.0), (0.4, 0.001, 1, 1.0)], delta=1e-12)  # 5de3372: 0.00207, true ≈ 0.0222
+def test_proven_epsilon_of_a_schedule_is_above_the_lower_bound_oracle(segments, delta):
+    _check_schedule(segments, delta)
+
+
+@pytest.mark.slow
+@_settings(30)
+@given(segments=st.lists(segment, min_size=2, max_size=4), delta=deltas)
+def test_proven_epsilon_of_a_schedule_is_above_the_lower_bound_oracle_sweep(segments, delta):
+    _check_schedule(segments, delta)
 
 
 def _check_shift_shapes(beta, sigma, q, steps, dim, p, delta):
