@@ -42,7 +42,7 @@ TINY_QUICKSTART = ["train", "--config", "quickstart", "--epochs", "1", "--quiet"
 
 
 def test_quickstart_with_adaptive_clipping_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """--set privacy.clipping=adaptive on the quickstart (β = p = 1.5, fixed σ): the run records its clipping, the
+    """--set privacy.clipping=adaptive on the quickstart (β = 1.5, p = 2, fixed σ): the run records its clipping, the
     count's σ_c = 2·batch_size/20 and the bound C_t per row; the accountant's history holds σ_c; the
     checkpoint holds C_t."""
     rc = main(TINY_QUICKSTART + ["--set", "privacy.clipping=adaptive", "--noise-multiplier", "1.2",
@@ -59,7 +59,7 @@ def test_quickstart_with_adaptive_clipping_via_cli(tmp_path: Path, capsys: pytes
     assert ckpt["adaptive_max_grad_norm"] == rows[1]["max_grad_norm"]
     # the accountant saw the count (its ε with σ_c: tests/test_adaptive_accounting.py)
     hist = ckpt["privacy_accountant_state_dict"]["history"]
-    assert [tuple(h) for h in hist] == [(1.2, res["sample_rate"], 4, 1.5, res["dim"], 1.5, 6.4)]
+    assert [tuple(h) for h in hist] == [(1.2, res["sample_rate"], 4, 1.5, res["dim"], 2.0, 6.4)]
 
 
 def test_adaptive_run_solves_sigma_with_the_count(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

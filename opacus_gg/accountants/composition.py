@@ -247,7 +247,9 @@ def epsilon_for_delta(dprv, delta: float, log_bound: Optional[np.ndarray] = None
         return float(min(max(math.log((d1[0] - target[0]) / d2[0]), 0.0), t[0]))
     if d1[i] <= target[i] or d2[i] <= 0:  # only by round-off (δ(t_{i−1}) > δ forces D1_i > δ): t_i is safe
         return float(max(t[i], 0.0))
-    return float(min(max(math.log((d1[i] - target[i]) / d2[i]), 0.0), max(t[i], 0.0)))
+    # clamped to [t_{i−1}, t_i]: below t_{i−1} the bound is B_{i−1} (atom i−1 counts) and δ + B > δ_target there
+    # (index i−1 failed), so the root of D1_i − e^ε D2_i + B_i = δ can fall below t_{i−1} only because B_i < B_{i−1}
+    return float(min(max(math.log((d1[i] - target[i]) / d2[i]), t[i - 1], 0.0), max(t[i], 0.0)))
 
 
 def _esscher_tilt(cert: _Certified, epsilon: float, half_width: float) -> float:
@@ -311,6 +313,9 @@ def compose_history(
         if lam > 0:
             tilted = _certified_composition(steps, domain, lam)
             up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
+    if up < naive:  # the round-off bound only ever raises ε: a smaller one means a step above went wrong
+        raise AccountingError(f"composition self-check failed: the certified epsilon {up!r} is below the one without "
+                              f"its round-off bound {naive!r} (delta={delta}, direction={direction})")
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "
