@@ -305,6 +305,9 @@ def compose_history(
     target = eff_delta - delta_error
     up = epsilon_for_delta(plain, target, plain.log_bound)
     naive = epsilon_for_delta(plain, target)
+    if up < naive:  # on one PMF the round-off bound only ever raises ε: a smaller one means a step above went wrong
+        raise AccountingError(f"composition self-check failed: the certified epsilon {up!r} is below the one without "
+                              f"its round-off bound {naive!r} (delta={delta}, direction={direction})")
     # round-off bound at the plain answer; re-compose tilted when it is above 1e-3 of the δ being certified
     i = int(np.searchsorted(plain.ts, naive, side="right")) if math.isfinite(naive) else plain.ts.size
     if math.isfinite(naive) and (not math.isfinite(up) or i >= plain.ts.size
@@ -313,9 +316,6 @@ def compose_history(
         if lam > 0:
             tilted = _certified_composition(steps, domain, lam)
             up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
-    if up < naive:  # the round-off bound only ever raises ε: a smaller one means a step above went wrong
-        raise AccountingError(f"composition self-check failed: the certified epsilon {up!r} is below the one without "
-                              f"its round-off bound {naive!r} (delta={delta}, direction={direction})")
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "
