@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from .figures import pyplot, save_figure
 from .train import epsilon_text
 
 #: scopes from strongest to weakest; a group of runs carries the weakest scope among them
@@ -102,10 +103,7 @@ def markdown_table(agg: List[Dict[str, Any]]) -> str:
 
 def plot_accuracy_vs_beta(agg: List[Dict[str, Any]], path: Path, title: str = "β-DP-SGD") -> Path:
     """Figure-4-style plot: test accuracy (%) vs β, one line per target ε, error bars = std over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     by_eps: Dict[Any, List[Dict[str, Any]]] = defaultdict(list)
@@ -121,12 +119,7 @@ def plot_accuracy_vs_beta(agg: List[Dict[str, Any]], path: Path, title: str = "�
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return Path(save_figure(fig, path))
 
 
 def write_report(sweep_dir: Path, out_dir: Optional[Path] = None, metric: str = "best_test_accuracy",

@@ -6,16 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
+from . import pyplot, save_figure
+
 __all__ = ["plot_beta_study"]
 
 
 def plot_beta_study(best: Sequence[Dict[str, Any]], path: Path, title: str = "") -> Path:
     """Accuracy (%) vs β: solid = ℓ2 clipping (p = 2), dashed = ℓβ clipping (p = β), one colour per target ε;
     the β = 2 point belongs to both lines. Saves a PNG at ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if not best:
         raise ValueError("plot_beta_study: nothing to plot")
@@ -37,9 +36,4 @@ def plot_beta_study(best: Sequence[Dict[str, Any]], path: Path, title: str = "")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return Path(save_figure(fig, path, dpi=130))

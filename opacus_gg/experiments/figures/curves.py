@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ...distribution import scale_to_paper_sigma
 from ...accountants.report import SCOPE_TEXT, SCOPES
 from ...validation import validate_beta, validate_positive
+from . import pyplot, save_figure
 
 __all__ = ["CURVE_FIELDS", "privacy_curve", "write_curve_csv", "plot_privacy_curve", "parse_float_list",
            "parse_sigma_range"]
@@ -120,10 +121,7 @@ def plot_privacy_curve(rows: Sequence[Dict[str, object]], path: str, *,
     :data:`opacus_gg.accountants.report.SCOPE_TEXT`; ``epsilon_line`` draws the paper's horizontal line of equal
     privacy (Figure 2 uses ε = 4).
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if not rows:
         raise ValueError("rows must be non-empty to plot a privacy curve")
@@ -144,9 +142,4 @@ def plot_privacy_curve(rows: Sequence[Dict[str, object]], path: str, *,
     ax.set_title(title or default_title, fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

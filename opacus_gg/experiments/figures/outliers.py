@@ -22,6 +22,7 @@ from scipy import stats
 
 from ... import distribution
 from ...validation import validate_beta, validate_delta, validate_positive_int, validate_scale
+from . import pyplot, save_figure
 
 __all__ = [
     "outlier_probability",
@@ -158,10 +159,7 @@ def write_csv(rows: Iterable, path: str) -> None:
 
 def plot_outlier_curves(panels: Dict[str, List[OutlierRow]], path: str) -> None:
     """PNG with one panel per setting: log P(|Y| > τ) against β, one line per threshold τ (Figure 5)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (title, rows) in zip(axes[0], panels.items()):
@@ -173,9 +171,7 @@ def plot_outlier_curves(panels: Dict[str, List[OutlierRow]], path: str) -> None:
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def default_panels(

@@ -24,6 +24,7 @@ import torch
 
 from ...validation import validate_beta, validate_positive, validate_positive_int
 from ...pate import gg_noisy_argmax, pate_noise_multiplier, validate_adjacency, validate_votes
+from . import pyplot, save_figure
 
 __all__ = [
     "SimulatedHistograms",
@@ -178,10 +179,7 @@ def plot_accuracy_vs_beta(
     gaps: Optional[np.ndarray] = None, title: str = "",
 ) -> None:
     """PNG: accuracy ± 2 s.e. against β (Figure 3); with ``gaps`` also accuracy against runner-up gap (Fig. 7)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     two = per_query is not None and gaps is not None
     fig, axes = plt.subplots(1, 2 if two else 1, figsize=(11 if two else 5.5, 4), squeeze=False)
@@ -207,6 +205,4 @@ def plot_accuracy_vs_beta(
         ax2.set_ylabel("accuracy (Hardmax utility)")
         ax2.grid(True, alpha=0.3)
         ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
