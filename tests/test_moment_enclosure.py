@@ -60,6 +60,70 @@ def test_moment_bound_on_a_grid_and_in_a_batch_is_the_same_enclosure():
     assert np.array_equal(batch, np.array(single))
 
 
+def _mp_quadratic_coefficient(j: int, a: float, beta: float):
+    r"""Lemma 4b's K = ½E_Q[w²(j²e^{jaw} − je^{−aw})], w = (|X| + a)^{β−1}, at 30 digits (an mpf: it may exceed float
+    range), breakpoints at the peak of ja(x + a)^{β−1} − x^β/β and around it."""
+    with mpmath.workdps(30):
+        b, am = mpmath.mpf(beta), mpmath.mpf(a)
+        z = 2 * b ** (1 / b) * mpmath.gamma(1 + 1 / b)
+        h = lambda x: j * am * (x + am) ** (b - 1) - x ** b / b  # noqa: E731
+        xh = mpmath.mpf(0)
+        if b > 1:  # H' = ja(β−1)(x + a)^{β−2} − x^{β−1} changes sign once on (0, ∞)
+            lo, hi = mpmath.mpf("1e-60"), mpmath.mpf(10) ** 8
+            for _ in range(400):  # geometric bisection on the sign of H'
+                mid = mpmath.sqrt(lo * hi)
+                lo, hi = (mid, hi) if j * am * (b - 1) * (mid + am) ** (b - 2) > mid ** (b - 1) else (lo, mid)
+            xh = hi
+        hs = h(xh)
+        f = lambda x: (x + am) ** (2 * b - 2) * (j * j * mpmath.exp(h(x) - hs)  # noqa: E731
+                                                 - j * mpmath.exp(-am * (x + am) ** (b - 1) - x ** b / b - hs))
+        width = 1 / mpmath.sqrt(abs(b - 1) * xh ** (b - 2) + 1) if xh > 0 else mpmath.mpf(1)
+        pts = sorted({mpmath.mpf(0), mpmath.mpf("1e-6"), mpmath.mpf("1e-3"), mpmath.mpf("0.1"), mpmath.mpf(1),
+                      mpmath.mpf(3), mpmath.mpf(10), mpmath.mpf(30), mpmath.mpf(100)}
+                     | {p for p in (xh - 10 * width, xh - width, xh, xh + width, xh + 10 * width) if p > 0})
+        return mpmath.quad(f, pts + [mpmath.inf]) * mpmath.exp(hs) / z
+
+
+K_GRID = [(beta, j, a) for beta in (1.01, 1.2, 1.5, 2.0, 3.0, 6.0) for j in (2, 4, 16, 64, 256)
+          for a in (1e-6, 1e-3, 0.1)]
+K_FAST = [(1.01, 2, 1e-6), (1.2, 256, 0.1), (1.5, 16, 1e-3), (1.5, 256, 0.1), (2.0, 64, 0.1), (3.0, 64, 0.1),
+          (6.0, 4, 0.1), (6.0, 16, 0.1)]
+
+
+def _check_quadratic_coefficient(beta, j, a):
+    exact = _mp_quadratic_coefficient(j, a, beta)
+    ball_rdp.clear_caches()
+    K = ball_rdp.quadratic_coefficient(j, a, beta)
+    if exact > mpmath.mpf(np.finfo(np.float64).max):
+        assert K == math.inf  # beyond float range: +inf, never a capped number
+    else:
+        assert mpmath.mpf(K) >= exact  # an enclosure's upper end, not an estimate
+        assert mpmath.mpf(K) <= exact * (1 + mpmath.mpf("1e-5"))  # and tight (it reaches ~1e-10)
+
+
+@pytest.mark.parametrize("beta,j,a", K_FAST)
+def test_quadratic_coefficient_encloses_the_30_digit_value(beta, j, a):
+    """Lemma 4c: K (Gauss–Legendre with Bernstein-ellipse bounds, the monotone bound at 0, the closed-form
+    tail) is ≥ the 30-digit integral and within 1e-5 of it; +inf exactly where K exceeds float range
+    (β = 6, j = 16, a = 0.1: K ≈ 1e5413)."""
+    _check_quadratic_coefficient(beta, j, a)
+
+
+@pytest.mark.slow
+def test_quadratic_coefficient_encloses_the_30_digit_value_on_the_grid():
+    """The same on β ∈ {1.01, 1.2, 1.5, 2, 3, 6} × j ∈ {2, 4, 16, 64, 256} × a ∈ {1e-6, 1e-3, 0.1}, and a batch
+    gives the same numbers as single calls."""
+    for beta, j, a in K_GRID:
+        _check_quadratic_coefficient(beta, j, a)
+    ball_rdp.clear_caches()
+    batch = ball_rdp.quadratic_coefficients(16, [1e-6, 1e-3, 0.1], 1.5)
+    single = []
+    for a in (1e-6, 1e-3, 0.1):
+        ball_rdp.clear_caches()
+        single.append(ball_rdp.quadratic_coefficient(16, a, 1.5))
+    assert np.array_equal(batch, np.array(single))
+
+
 def test_no_cap_rounds_a_huge_moment_down():
     """Moments beyond float range are +inf (a valid bound), never a capped finite number."""
     assert ball_rdp.log_moment_upper(256, 2.0, 8.0) == math.inf

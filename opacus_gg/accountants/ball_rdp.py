@@ -26,7 +26,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
-from scipy import integrate, special
+from scipy import special
 
 from . import renyi
 from .renyi import DEFAULT_ORDERS
@@ -35,6 +35,7 @@ from ..validation import validate_delta
 from .count_query import count_log_moments
 from .history import Segment, normalize_history
 from .report import EpsilonReport
+from .checks import AccountingError
 
 __all__ = [
     "log_moment_upper",
@@ -60,36 +61,182 @@ _SPLITS_PER_ROUND = 16  # loosest intervals split per round
 _QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated for shifts up to this
 _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
+_EPS = 2.0 ** -52
 
 
-@lru_cache(maxsize=1 << 14)
+#: the K enclosure stops refining within this relative gap (its result is an upper bound whatever this is)
+K_EPSREL = 1e-8
+_K_GRADE_LEVELS = 20  # [0, 3^{-20}] takes the monotone bound, then subintervals [3^{-k-1}, 3^{-k}] up to 1
+_K_TAIL_U = 60.0  # the body ends where u = X^β/(2β) ≥ this (beyond: the closed-form tail)
+_k_cache: Dict[Tuple[int, float, float], float] = {}
+
+
 def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
-    r"""K with L_j(a) ≤ K·a² for every 0 ≤ a ≤ a_s (quadrature error added):
+    r"""K with L_j(a) ≤ K·a² for every 0 ≤ a ≤ a_s (an enclosure's upper end; :func:`quadratic_coefficients`)."""
+    return float(quadratic_coefficients(j, [a_s], beta)[0])
+
+
+def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
+    r"""(log(A(x)·Z), −x^β/β) of the K integrand A(x)B(x), A = (x + a)^{2β−2}·φ/Z, B = e^{−x^β/β}, with
+    φ = j²e^{jaw} − je^{−aw} = j(j−1) + j²(e^{jaw} − 1) + j(1 − e^{−aw}) > 0, w = (x + a)^{β−1}, in a form without
+    cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw})."""
+    w = (x + a) ** (beta - 1.0)
+    z = a * w
+    small = j * z <= 1.0
+    zs = np.where(small, z, 0.0)
+    log_phi = np.where(small, np.log(j * (j - 1.0) + j * j * np.expm1(j * zs) - j * np.expm1(-zs)),
+                       j * z + np.log(j * j - j * np.exp(-(j + 1.0) * np.where(small, 1.0, z))))
+    return (2.0 * beta - 2.0) * np.log(x + a) + log_phi, -(x ** beta) / beta
+
+
+def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
+    r"""The maximiser on (0, ∞) of H(x) = ja(x + a)^{β−1} − x^β/β (bisection on the sign of H'; H' has one sign
+    change: H'(x)/x^{β−1} = ja(β−1)(x + a)^{β−2}/x^{β−1} − 1 is decreasing), 0 at β = 1."""
+    if beta == 1.0:
+        return np.zeros_like(a)
+    lo, hi = np.zeros_like(a), np.ones_like(a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        def rising(x):
+            return ja * (beta - 1.0) * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
+        for _ in range(2100):  # hi doubles up to float range, at most 1024 + 1075 steps
+            grow = rising(hi) & np.isfinite(hi)
+            if not grow.any():
+                break
+            lo, hi = np.where(grow, hi, lo), np.where(grow, 2.0 * hi, hi)
+        for _ in range(2100):
+            mid = 0.5 * (lo + hi)
+            inside = (lo < mid) & (mid < hi)
+            if not inside.any():
+                break
+            r = rising(mid)
+            lo, hi = np.where(inside & r, mid, lo), np.where(inside & ~r, mid, hi)
+    return hi
+
+
+def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: float):
+    r"""(upper, lower) on ∫_{xl}^{xr} A(x)B(x)·Z·e^{−ref} dx per subinterval (``prm`` rows: a, ref, x_H): the
+    smaller of the monotone bound (xr − xl)·A(xr)B(xl) (A non-decreasing, B decreasing) and Gauss–Legendre with
+    its Bernstein-ellipse bound (:func:`.renyi.gauss_legendre_bounds`, where the ellipse stays in Re z > 0)."""
+    a, ref, x_h = prm
+    x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
+    ac, rc = a[:, None], ref[:, None]
+    la, lb = _k_log_parts(x, ac, j, beta)
+    # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
+    # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
+    size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(np.log(x + ac))
+            + j * ac * (x + ac) ** (beta - 1.0))
+    slope = (2.0 * beta - 2.0) / (x + ac) + (j + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0) + x ** (beta - 1.0)
+    err = 8.0 * _EPS * (size + x * slope)
+    values = np.exp(la + lb - rc + err)
+    # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
+    # Re(−z^β/β) ≤ −e_lo^β/β + V²/2·(β−1)·sup|z|^{β−2} (Re g(x + iv) ≤ g(x) + v²/2·sup|g''|, g' real on the axis)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        pos = e_lo > 0
+        el = np.where(pos, e_lo, 1.0)
+        D = np.hypot(e_hi + a, V)
+        W = D ** (beta - 1.0)
+        s2 = np.hypot(e_hi, V) ** (beta - 2.0) if beta >= 2.0 else el ** (beta - 2.0)
+        re_g = -el ** beta / beta + 0.5 * V * V * (beta - 1.0) * s2
+        # |φ| ≤ j(j−1) + j²(e^{ja|w|} − 1) + j(e^{a|w|} − 1)  (|e^ζ − 1| ≤ e^{|ζ|} − 1)
+        log_phi1 = np.log(j * (j - 1.0) + j * j * np.expm1(j * a * W) + j * np.expm1(a * W))
+        # |φ| e^{Re g} ≤ j² e^{Re H} + j e^{aW + Re g}, H = ja(z + a)^{β−1} − z^β/β unimodal on x > 0 (peak x_H):
+        # sup_x H at the clipped peak (+1: the bisection's bracket),
+        # |H''| ≤ ja(β−1)|β−2|·sup|z + a|^{β−3} + (β−1)·sup|z|^{β−2}
+        xh = np.clip(x_h, el, e_hi)
+        s3 = D ** (beta - 3.0) if beta >= 3.0 else (el + a) ** (beta - 3.0)
+        re_h = (j * a * (xh + a) ** (beta - 1.0) - xh ** beta / beta + 1.0
+                + 0.5 * V * V * (j * a * (beta - 1.0) * abs(beta - 2.0) * s3 + (beta - 1.0) * s2))
+        log_phi2 = np.logaddexp(2.0 * math.log(j) + re_h, math.log(j) + a * W + re_g)
+        log_sup = (2.0 * beta - 2.0) * np.log(D) + np.minimum(log_phi1 + re_g, log_phi2) - ref
+        # safety margin of the sup's own round-off: 1e-10 relative to its size (the error term is ~1e-15 × it)
+        log_sup = log_sup + 1e-10 * (np.abs(log_sup) + np.abs(ref)) + 1e-10
+        la_r, _ = _k_log_parts(xr, a, j, beta)
+        _, lb_l = _k_log_parts(xl, a, j, beta)
+        h = (xr - xl) * (1.0 + 2.0 * _EPS)
+        crude_log = la_r + lb_l - ref
+        crude = h * np.exp(crude_log + 8.0 * _EPS * (np.abs(la_r) + np.abs(lb_l) + np.abs(ref) + 2.0 * beta
+                                                     * np.abs(np.log(xr + a)) + j * a * (xr + a) ** (beta - 1.0)))
+    return renyi.gauss_legendre_bounds(hw, values, log_sup, pos, crude)
+
+
+def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
+    r"""K(a_s) for every a_s in ``shifts``, with L_j(a) ≤ K(a_s)·a² for every 0 ≤ a ≤ a_s (Lemma 4b):
 
         K = ½ E_Q[w² (j(j-1) + j²(e^{j a_s w} − 1) + j(1 − e^{−a_s w}))],  w = (|X| + a_s)^{β−1}, X ~ GG(β, 1),
 
     from |ℓ(x)| ≤ a·w(x) (mean value theorem), φ_j(ℓ) = e^{jℓ} − 1 − j(e^ℓ − 1) ≤ ℓ²/2·max_{|t|≤|ℓ|} φ_j''(t)
     and L_j = log(1 + E_Q[φ_j(ℓ)]) ≤ E_Q[φ_j(ℓ)]. As a_s → 0, K → j(j−1)·E|X|^{2β−2}/2 (the Fisher term).
+
+    Enclosed (docs/accounting.md, Lemma 4c): K = ∫_0^∞ A(x)B(x) dx, A = (x + a)^{2β−2}φ(x)/Z non-decreasing, B =
+    e^{−x^β/β} decreasing; [0, 3^{−20}] by the monotone bound h·A(r)B(l), then subintervals graded (ratio 3) up to
+    1 and doubling up to X, each the smaller of that bound and Gauss–Legendre with its Bernstein-ellipse error
+    bound (:func:`.renyi.gauss_legendre_bounds`), refined by :func:`.renyi.refine_enclosure` to 1e-8; beyond X ≥
+    max(a, 2βja2^{β−1}): ∫_X^∞ ≤ 4^{β−1}j²/Z·(2β)^{2−1/β}/β·Γ(2 − 1/β, U), U = X^β/(2β), with
+    Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap). Cached per (j, a_s, β).
     """
-    log_z = math.log(2.0) + math.log(beta) / beta + special.gammaln(1.0 + 1.0 / beta)
-
-    def f(x: float) -> float:
-        w = (x + a_s) ** (beta - 1.0)
-        z = a_s * w
-        t = -(x ** beta) / beta - log_z
-        if j * z > 30.0:  # j² e^{jz} dominates; (j(j-1) − j² + j) ≤ 0 and the e^{−z} term is ≤ j
-            return w * w * (j * j * math.exp(j * z + t) + j * math.exp(t))  # OverflowError → K = ∞ (no cap)
-        inner = j * (j - 1.0) + j * j * math.expm1(j * z) - j * math.expm1(-z)
-        return w * w * inner * math.exp(t)
-
-    try:
-        # full_output: QUADPACK's notes come back in the result instead of as warnings (no warnings-filter change,
-        # which would reset Python's once-per-location registry and repeat the user's own warnings)
-        val, err = integrate.quad(f, 0.0, math.inf, limit=200, epsabs=0.0, epsrel=1e-10, full_output=1)[:2]
-    except OverflowError:  # the integrand exceeds float range: no finite K from this bound
-        return math.inf
-    total = val + abs(err) + 1e-9 * abs(val)  # ∫_ℝ = 2∫_0^∞, times ½
-    return total * (1.0 + _FP_SLACK) if math.isfinite(total) else math.inf
+    shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
+    out = np.empty(shifts.shape)
+    todo = []
+    for i, a in enumerate(shifts.tolist()):
+        key = (int(j), a, float(beta))
+        if a == 0.0:
+            out[i] = 0.0
+        elif key in _k_cache:
+            out[i] = _k_cache[key]
+        else:
+            todo.append(i)
+    if not todo:
+        return out
+    a = shifts[todo]
+    if not np.all(np.isfinite(a) & (a > 0)):
+        raise ValueError(f"quadratic_coefficients: shifts must be finite and ≥ 0, got {shifts!r}")
+    log_z = renyi._log_z(beta)
+    n = len(todo)
+    # the end of the body: X ≥ a, X ≥ 2βc (c = ja2^{β−1}: there jaw ≤ x^β/(2β)), U ≥ 60
+    X = np.maximum.reduce([a, 2.0 * beta * j * a * 2.0 ** (beta - 1.0),
+                           np.full(n, (2.0 * beta * _K_TAIL_U) ** (1.0 / beta)), np.ones(n)])
+    U = X ** beta / (2.0 * beta)
+    s = 2.0 - 1.0 / beta
+    log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * math.log(j) - log_z + s * math.log(2.0 * beta)
+                - math.log(beta) + (s - 1.0) * np.log(U) - U - np.log1p(-(s - 1.0) / U))
+    # subintervals: [0, 3^{-20}], [3^{-k-1}, 3^{-k}] (k = 19 … 0), then [2^i, 2^{i+1}] up to X (the last ends at X)
+    grade = np.concatenate([[0.0], 3.0 ** -np.arange(_K_GRADE_LEVELS, 0, -1.0), [1.0]])
+    XL, XR, own = [], [], []
+    for i in range(n):
+        body = 2.0 ** np.arange(1, max(1, math.ceil(math.log2(X[i]))) + 1, dtype=np.float64)
+        edges = np.concatenate([grade, body[body < X[i]], [X[i]]])
+        XL.append(edges[:-1])
+        XR.append(edges[1:])
+        own.append(np.full(len(edges) - 1, i))
+    xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
+    x_h = _k_peak(j * a, a, beta)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        la, lb = _k_log_parts(np.concatenate([xr, x_h]), a[np.concatenate([owner, np.arange(n)])], j, beta)
+        ref = np.maximum(np.maximum.reduceat((la + lb)[: len(xr)], np.searchsorted(owner, np.arange(n))),
+                         np.nan_to_num((la + lb)[len(xr):], nan=-np.inf))
+    if not np.all(np.isfinite(ref) | (ref == np.inf)):
+        raise AccountingError(f"quadratic_coefficient(j={j}, beta={beta}): the integrand is not a number")
+    prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h])
+    tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
+                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], j, beta))
+    for k, i in enumerate(todo):
+        if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
+            raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}): a subinterval bound is "
+                                  "not a number")
+        if not math.isfinite(ref[k]) or not math.isfinite(float(tot[k])):
+            val = math.inf
+        else:
+            # the sums of positive terms: (terms + 20) ulps; then the tail, log Z, and 4 ulps of the exponent
+            body = float(tot[k]) * (1.0 + 2.0 * (int(cnt[k]) + 20) * _EPS)
+            log_k = float(ref[k]) - log_z + math.log(body) if body > 0 else -math.inf
+            log_k = float(np.logaddexp(log_k, log_tail[k]))
+            log_k += 4.0 * _EPS * (abs(float(ref[k])) + abs(log_z) + abs(log_k)) + 1e-15
+            if math.isnan(log_k):
+                raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}) is not a number")
+            val = math.exp(log_k) if log_k < 709.0 else math.inf
+        out[i] = val
+        _k_cache[(int(j), float(shifts[i]), float(beta))] = val
+    return out
 
 
 def _moment_epsrel(j: int, a: np.ndarray, beta: float) -> np.ndarray:
@@ -232,15 +379,18 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
     mp = m ** p
     s = 2.0 / p
 
-    def kq(a: float) -> float:  # the quadratic bound only helps for small shifts
-        return quadratic_coefficient(j, a, beta) if 0 < a <= _QUADRATIC_MAX_SHIFT else (0.0 if a == 0 else math.inf)
+    def kq(a: np.ndarray) -> np.ndarray:  # the quadratic bound only helps for small shifts (K(0) = 0)
+        small = a <= _QUADRATIC_MAX_SHIFT
+        out = np.full(a.shape, math.inf)
+        out[small] = quadratic_coefficients(j, a[small], beta)
+        return out
 
     i_lo = _INITIAL_STEP * math.floor(_LATTICE * math.log2(min(m, 1e-3 / j)) / _INITIAL_STEP)
     i_hi = math.ceil(_LATTICE * math.log2(m))
     A = np.array([0.0] + [a for a in (_lattice_shift(i) for i in range(i_lo, i_hi + 1, _INITIAL_STEP)) if a < m] + [m])
 
     def values(a_arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        return log_moment_uppers(j, a_arr, beta), np.array([kq(float(a)) for a in a_arr])
+        return log_moment_uppers(j, a_arr, beta), kq(a_arr)
 
     G, Kq = values(A)
     U = A ** p
@@ -487,6 +637,7 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, ball_log_moment, log_moment_upper, quadratic_coefficient):
+    for fn in (step_rdp, ball_log_moment, log_moment_upper):
         fn.cache_clear()
+    _k_cache.clear()
     renyi.clear_moment_cache()
