@@ -169,6 +169,21 @@ def test_discrete_pair_refuses_a_law_of_mass_above_one_or_nan():
         DiscretePair(0.0, 0.1, om, np.full(100, 0.001), 0.0, 0.0)
 
 
+def test_product_pair_q_law_is_its_p_law_tilted_on_the_grid_it_claims():
+    # split_to_grid split the masses on np.linspace while the pair claims t0 + j·h (h = g_1 − g_0, off by 2e-13
+    # relative): Σ ω e^{−t} − Σ ν was 2.7e-12 per coordinate, the 20-fold product's Q-law 1 + 5.4e-11, and the
+    # one-step PRV at β = 4, σ = 6, d = 20, p = ∞ had mass 1 + 3.4e-8 (Rényi fallback, tests/test_counting.py)
+    from opacus_gg.accountants.discrete import split_to_grid
+    from opacus_gg.accountants.gg_pair import GGPair
+    from opacus_gg.accountants.spreads import exact_spread_pair
+
+    base = split_to_grid(GGPair(1.0 / 6.0, 4.0), 1 << 13)
+    assert abs(float(np.sum(base.omega * np.exp(-base.ts))) - float(base.nu.sum())) <= 1e-14
+    prod = exact_spread_pair(6.0, 4.0, 20, math.inf)
+    for law, atom in ((prod.omega, prod.p_inf), (prod.nu, prod.q_ninf)):
+        assert abs(float(law.sum()) + atom - 1.0) <= 1e-13
+
+
 @pytest.mark.parametrize("beta,dim", ((1.5, 10**6), (3.0, 100)))
 def test_shape_pairs_pass_their_mass_checks_and_the_prv_is_computed(beta, dim):
     # a failed check would publish the Rényi bound alone with details["prv_failed"]: the equal-spread PRV must run

@@ -149,14 +149,17 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False):
     r"""P-law ω = ω_a * ω_b and Q-law ν = ω e^{−t} of a product pair, accurate in both tails.
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
-    convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
+    convolve the tilts λ ∈ {0, ±min(1, 600/w), ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
     (≈ 1e-16 · max of the tilted array, untilted) is smallest. Without this, FFT noise of ~1e-17 would be
     amplified by e^{±t} in the tails.
     """
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
     width = max(float(t_out[-1] - t_out[0]), 1e-300)
-    lams = [0.0, -1.0, 1.0]
-    for c in (30.0, 300.0):  # tilts on the scale of the window (|λ|·width ≤ 600: no overflow)
+    # |λ|·width ≤ 600 for every tilt: each tilted input is ≤ e^{|λ|·width/2}·mass, so the product of two
+    # transforms is ≤ e^{600}, inside the float range (λ = ±1 on windows wider than ~700 overflowed)
+    unit = min(1.0, 600.0 / width)
+    lams = [0.0, -unit, unit]
+    for c in (30.0, 300.0):  # tilts on the scale of the window
         if c / width > 1.0:
             lams += [-c / width, c / width]
     # all tilts in one batched real FFT (a squaring, a is b, transforms once)
@@ -238,10 +241,16 @@ def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
     Bin (g_j, g_{j+1}] with masses P_j, Q_j (from the GG CDF, no sampling) is split into atoms at g_j and
     g_{j+1} preserving both: ν_{j,lo} = (Q_j e^{h} − P_j e^{−g_j})/(e^{h} − 1), ν_{j,hi} = Q_j − ν_{j,lo},
     ω = ν e^{g}. Tails as in :func:`_split_atoms`; the result dominates ``pair`` for every α ≥ 0.
+
+    The grid is g_j = lo + j·h exactly as :attr:`DiscretePair.ts` recomputes it: the masses are split at the
+    losses the pair claims (``np.linspace``'s g_1 − g_0 is h with a relative error ~u·|lo|/h ≈ 2e-13, which put
+    the claimed losses up to 5e-12 off the split ones; the products' Q-laws ν = ω e^{−t} then gained
+    2.7e-12 of mass per coordinate, docs/accounting.md Lemma R2).
     """
     lo, hi = pair.loss_window()
-    g = np.linspace(lo, hi, n)
-    h = g[1] - g[0]
+    h = (hi - lo) / (n - 1)
+    g = lo + h * np.arange(n)
+    hi = float(g[-1])
     x = inverse_loss(g, pair.a, pair.beta)  # one inverse for both the CDFs and the survival functions
     cp, cq = gg_cdf(x - pair.a, pair.beta, 1.0), gg_cdf(x, pair.beta, 1.0)
     sp, sq = gg_sf(x - pair.a, pair.beta, 1.0), gg_sf(x, pair.beta, 1.0)
@@ -259,7 +268,7 @@ def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
     om[1:] += theta * pb
     om[:-1] += (1.0 - theta) * pb
     # Q masses from the same split: ν_hi = θ P e^{−g_{j+1}}, ν_lo = Q − ν_hi (P = 0 bins: all Q to g_j... i.e. −∞)
-    nu_hi = np.where(pb > 0, theta * pb * np.exp(-(gl + h)), 0.0)
+    nu_hi = np.where(pb > 0, theta * pb * np.exp(-g[1:]), 0.0)
     nu_lo = np.where(pb > 0, np.maximum(qb - nu_hi, 0.0), 0.0)
     nu[1:] += nu_hi
     nu[:-1] += nu_lo
