@@ -212,19 +212,24 @@ def test_ghost_ddp_gg_on_two_gloo_processes(tmp_path):
     assert ks.pvalue > 1e-3, ks
 
 
-@pytest.mark.parametrize("shard", ["FSDP2Wrapper", "root_only"])
+@pytest.mark.parametrize("shard", ["FSDP2Wrapper", "root_only", "FSDP1"])
 @pytest.mark.parametrize("mode,beta", [("hooks", 2.0), ("hooks", 1.5), ("ghost", 2.0), ("functorch", 2.0)])
 def test_fsdp_module_without_ghost_fsdp_is_refused_naming_it(tmp_path, shard, mode, beta):
-    """An FSDP2 model (one gloo process on CPU) with any grad_sample_mode but "ghost_fsdp": one ValueError naming
+    """An FSDP model (one gloo process on CPU: FSDP2 by Opacus's wrapper or a root-only ``fully_shard``, or FSDP1's
+    ``FullyShardedDataParallel`` with ``device_id=cpu``, which torch allows on CPU; without it torch refuses: "FSDP
+    needs a non-CPU accelerator device") with any grad_sample_mode but "ghost_fsdp": one ValueError naming
     ghost_fsdp (and clip_norm_p=2 at β ≠ 2) before Opacus's deepcopy ("FSDP does not support deepcopy") or the
     AttributeError a root-only fully_shard gave; nothing is accounted."""
     from opacus.utils.fsdp_utils import FSDP2Wrapper
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
         model = nn.Sequential(nn.Linear(10, 4))
-        module = FSDP2Wrapper(model) if shard == "FSDP2Wrapper" else fully_shard(model)
+        if shard == "FSDP1":
+            module = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+        else:
+            module = FSDP2Wrapper(model) if shard == "FSDP2Wrapper" else fully_shard(model)
         pe = GGPrivacyEngine()
         with pytest.raises(ValueError, match="grad_sample_mode='ghost_fsdp'") as err:
             pe.make_private(module=module, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=_data(),
