@@ -70,6 +70,21 @@ def run_split(fn: Callable[[int, int], None], n: int, workers: int) -> None:
             f.result()
 
 
+def generator_restorer(generator: Optional[torch.Generator], device) -> Callable[[], None]:
+    """A callable that puts back the present state of the generator a draw on ``device`` with ``generator`` uses
+    (``None``: torch's default generator of ``device``). Reading the state does not synchronise a device."""
+    if generator is not None:
+        state = generator.get_state()
+        return lambda: generator.set_state(state)
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        state = torch.get_rng_state()
+        return lambda: torch.set_rng_state(state)
+    module = torch.get_device_module(dev.type)
+    state = module.get_rng_state(dev)
+    return lambda: module.set_rng_state(state, dev)
+
+
 #: set by :func:`accelerator_path`: CPU code takes the accelerator-only branches (tests)
 _FORCE_ACCELERATOR_PATH = False
 

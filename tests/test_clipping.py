@@ -442,6 +442,38 @@ def test_nan_refuses_its_whole_logical_batch(cls, mgn, beta, p, path):
         assert torch.allclose(prm.grad, prm.summed_grad.view_as(prm))
 
 
+@pytest.mark.parametrize("beta", [1.5, 2.0])
+@pytest.mark.parametrize("seeded", [True, False])
+def test_refused_step_leaves_the_noise_generator_as_if_it_never_happened(beta, seeded, path):
+    """σ = 1: a refused step (NaN per-sample gradient; on the accelerator path the noise is drawn before the step's
+    one check refuses it) puts the generator back (``noise_generator``, or torch's default one when it is None):
+    its state and the next step's noised gradient equal those of a run that never saw the refused step."""
+    def run(refused_first: bool):
+        g = torch.Generator().manual_seed(8)
+        params = [torch.nn.Parameter(torch.randn(4, 3, generator=g)), torch.nn.Parameter(torch.randn(3, generator=g))]
+        torch.manual_seed(123)
+        opt = _opt(GGDPOptimizer, params, None, 1.0, beta=beta,
+                   generator=torch.Generator().manual_seed(5) if seeded else None)
+        opt.noise_multiplier = 1.0
+        for nan in [True, False] if refused_first else [False]:
+            opt.zero_grad()
+            for prm in params:
+                prm.grad_sample = torch.randn(5, *prm.shape, generator=g if nan else torch.Generator().manual_seed(9))
+            if nan:
+                params[1].grad_sample[2, 1] = float("nan")
+                with pytest.raises(FloatingPointError):
+                    opt.pre_step()
+            else:
+                assert opt.pre_step() is True
+        state = (opt.generator if seeded else torch.default_generator).get_state()
+        return [prm.grad.clone() for prm in params], state
+
+    (grads, state), (ref_grads, ref_state) = run(True), run(False)
+    assert torch.equal(state, ref_state)
+    for a, b in zip(grads, ref_grads):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0, 4.0])
 def test_16_bit_gradients_are_summed_in_float32(dtype, p, path):

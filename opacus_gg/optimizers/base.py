@@ -29,7 +29,7 @@ import torch
 from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
 
 from .. import distribution
-from .._device import uses_accelerator_path
+from .._device import generator_restorer, uses_accelerator_path
 from ..clipping import (
     any_nonfinite,
     check_finite,
@@ -86,6 +86,8 @@ class GGParamsMixin(DPOptimizer):
         self._in_step = False
         #: the current logical batch was refused (NaN/inf) and has physical batches still to come
         self._refused_batch = False
+        #: within a step, after its first noise draw: puts the noise generator back if the step is refused
+        self._restore_generator: Optional[Callable[[], None]] = None
 
     @property
     def dim(self) -> int:
@@ -97,6 +99,8 @@ class GGParamsMixin(DPOptimizer):
         sampler's exact finish is deferred to this step's :meth:`_settle`."""
         if scale == 0:
             return torch.zeros(total, device=ref.device, dtype=ref.dtype)
+        if self._in_step and self._restore_generator is None:  # a refusal settled after the draw undoes it
+            self._restore_generator = generator_restorer(self.generator, ref.device)
         kw = dict(generator=self.generator, device=ref.device, dtype=ref.dtype)
         if not uses_accelerator_path(ref.device):
             return distribution.sample(total, self.beta, scale, **kw)
@@ -155,6 +159,8 @@ class GGClipMixin(GGParamsMixin):
             done = super().pre_step(closure)
         except FloatingPointError:
             self._step_checks.clear()
+            if self._restore_generator is not None:  # the noise was drawn before the refusal was known
+                self._restore_generator()
             self._refuse(popped=len(self._step_skip_queue) < queued)
             raise
         except BaseException:
@@ -162,6 +168,7 @@ class GGClipMixin(GGParamsMixin):
             raise
         finally:
             self._in_step = False
+            self._restore_generator = None
         self._settle()
         return done
 
@@ -182,7 +189,8 @@ class GGClipMixin(GGParamsMixin):
 
     def _refuse(self, popped: bool) -> None:
         """A refused step (NaN/inf per-sample gradient) refuses its whole logical batch: no noise, no
-        accounting, parameters and optimizer state as before it; the clipped sum of its earlier physical
+        accounting, parameters, optimizer state and noise generator as before it (``pre_step`` puts the generator
+        back when the refusal came after the draw: the accelerator path, or another rank's refusal); the clipped sum of its earlier physical
         batches is dropped (``summed_grad = None``), this physical batch's skip signal is consumed (Opacus
         pops it only after clipping), and if the logical batch has more physical batches they are consumed
         without effect (:meth:`_discard_physical_batch`), so the next logical batch starts clean."""
