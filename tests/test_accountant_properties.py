@@ -234,7 +234,11 @@ def _check_closed_form(sigma, steps, delta):
     ours = _eps_or_none(noise_multiplier=sigma, sample_rate=1.0, steps=steps, delta=delta, beta=2.0, dim=1)
     if ours is None:  # refused in one line (e.g. ε in the hundreds): allowed
         return
-    assert ours >= exact, f"proven ε {ours} < exact {exact}"
+    # this float oracle (float μ, brentq) is itself only accurate to ~1e-14 relative, and the printed ε is now the
+    # exact one rounded up to a double (full_batch; checked against 80 digits in test_accountant_full_batch):
+    # σ = 1.5, T = 191, δ = 1e-11 prints 103.4800150658595 ≥ the 80-digit root 103.48001506585949941, and this
+    # oracle gives 103.48001506585952
+    assert ours >= exact * (1 - 1e-12), f"proven ε {ours} < exact {exact}"
 
 
 @FAST

@@ -31,6 +31,7 @@ from ..validation import validate_delta, validate_delta_error, validate_nonnegat
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .checks import AccountingError
 from .composition import CompositionResult, compose_delta, compose_history
+from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
 from .history import Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import is_certified
@@ -97,6 +98,8 @@ def compute_epsilon_history(
                              details={"empty_history": True})
     if any(s.noiseless for s in segs):
         return _noiseless_report(segs, delta)
+    if is_full_batch_gaussian(segs):
+        return _full_batch_report(segs, delta)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
     try:
         # where the Rényi bound is published the PRV runs beside it: its float warnings (overflow on the way to
@@ -138,6 +141,17 @@ def compute_epsilon_history(
         rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
         report = combine(report, rdp_eps, rdp_order)
     return report
+
+
+def _full_batch_report(segs: Sequence[Segment], delta: float) -> EpsilonReport:
+    r"""Every segment at β = 2, q = 1: the composition is one Gaussian pair with shift μ (:mod:`.full_batch`),
+    whose exact ε(δ) (Balle & Wang's closed form) is published rounded up; no PRV grid, so any T and δ."""
+    mu = full_batch_shift(segs)
+    eps = gaussian_epsilon(mu, delta)
+    details = {"gaussian_mu": float(mu), "dim": segs[0].dim if len({sg.dim for sg in segs}) == 1
+               else sorted({sg.dim for sg in segs})}
+    return EpsilonReport(epsilon=eps, epsilon_lower=eps, epsilon_estimate=eps, epsilon_upper=eps, delta=delta,
+                         mode="certified", scope="proven", method="gaussian", details=details)
 
 
 def _quiet_floats() -> np.errstate:
@@ -283,6 +297,8 @@ def compute_delta(
     if segs[0].noiseless:
         q, t = segs[0].sample_rate, segs[0].steps
         return 1.0 if q == 1.0 else float(-math.expm1(t * math.log1p(-q)))
+    if is_full_batch_gaussian(segs):  # the exact δ(ε) of one Gaussian pair, rounded up (:mod:`.full_batch`)
+        return gaussian_delta_upper(full_batch_shift(segs), epsilon)
     if not all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
         # the PRV covers equal spreads only: publish the proven bound over every shift in the ℓp ball
         return rdp_ball_delta(segs, epsilon)

@@ -139,11 +139,12 @@ def _step_pmfs(segs: Sequence, direction: str, domain: Domain):
 
 
 def _checked_domain(segs: Sequence, direction: str, delta_error: float, eps_error: float, *,
-                    mesh: Optional[float] = None, min_half_width: float = 0.0):
+                    mesh: Optional[float] = None, min_half_width: float = 0.0, delta: Optional[float] = None):
     """(domain, one-step PMFs, ρ, scores) on a grid whose half-width passes the fine-PMF Chernoff check
     (:func:`.discretization.fine_half_width`, Lemma R4), widened until it does (at most 4 times)."""
     for _ in range(4):
-        domain = make_domain(segs, direction, delta_error, eps_error, min_half_width=min_half_width, mesh=mesh)
+        domain = make_domain(segs, direction, delta_error, eps_error, min_half_width=min_half_width, mesh=mesh,
+                             delta=delta)
         steps, rho_tot, scores = _step_pmfs(segs, direction, domain)
         need = fine_half_width(steps, domain.ts, delta_error, segs, direction)
         if need <= domain.t_max:
@@ -290,7 +291,8 @@ def compose_history(
     AccountingError. epsilon_lower/estimate as Opacus defines them (estimate at δ, lower at δ + δ_error minus
     ε_error), not certified.
     """
-    domain, steps, rho_tot, shape_scores = _checked_domain(segs, direction, delta_error, eps_error, mesh=mesh)
+    domain, steps, rho_tot, shape_scores = _checked_domain(segs, direction, delta_error, eps_error, mesh=mesh,
+                                                           delta=delta)
     eff_delta = delta - rho_tot
     if eff_delta - delta_error <= 0:
         raise ValueError(

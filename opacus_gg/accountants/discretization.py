@@ -13,6 +13,7 @@ Grid: mesh h = ε_error / sqrt(T · log(12/δ_error) / 2) (Opacus's), half-width
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Optional, Sequence, Tuple
@@ -178,10 +179,9 @@ def fine_half_width(steps: Sequence[Tuple[np.ndarray, int]], ts: np.ndarray, del
     return float(np.min((logk - log_target) / lams))
 
 
-def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
-                min_half_width: float = 0.0, mesh: Optional[float] = None) -> Domain:
-    """Aligned grid of half-width ≥ max(:func:`domain_size`, ``min_half_width``) and mesh ≤
-    min(:func:`mesh_for`, ``mesh``), both quantized (powers of 2^(1/8) and 2^(1/4))."""
+def _grid(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float, min_half_width: float,
+          mesh: Optional[float]) -> Tuple[float, float]:
+    """(L, mesh) of :func:`make_domain`, quantized (powers of 2^(1/8) and 2^(1/4))."""
     total = sum(s.steps for s in segs)
     L = max(domain_size(segs, direction, delta_error, eps_error), min_half_width)
     mesh = mesh_for(eps_error, total, delta_error) if mesh is None else min(mesh, mesh_for(eps_error, total, delta_error))
@@ -189,12 +189,46 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
     # down to a power of 2^(1/4), L rounded up to a power of 2^(1/8) (a finer, wider grid: still valid)
     mesh = 2.0 ** (math.floor(4.0 * math.log2(mesh)) / 4.0)
     L = 2.0 ** (math.ceil(8.0 * math.log2(L)) / 8.0)
-    if 2 * L / mesh > MAX_DOMAIN_POINTS:
+    return L, mesh
+
+
+def _servable_steps(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
+                    min_half_width: float, mesh: Optional[float]) -> int:
+    """About the largest T whose grid fits MAX_DOMAIN_POINTS, every segment's steps scaled by T/(its total):
+    bisection in log T (the grid grows like T^{3/2}); 0 if even one step does not fit."""
+    total = sum(s.steps for s in segs)
+
+    def fits(t: int) -> bool:
+        scaled = [dataclasses.replace(s, steps=max(1, round(s.steps * t / total))) for s in segs]
+        try:
+            L, h = _grid(scaled, direction, delta_error, eps_error, min_half_width, mesh)
+        except ValueError:  # the Chernoff domain itself is out of range
+            return False
+        return 2 * L / h <= MAX_DOMAIN_POINTS
+
+    lo, hi = 0, total
+    while hi - lo > max(1, lo // 100):
+        mid = max(lo + 1, int(math.sqrt(max(lo, 1) * hi)))
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
+                min_half_width: float = 0.0, mesh: Optional[float] = None, delta: Optional[float] = None) -> Domain:
+    """Aligned grid of half-width ≥ max(:func:`domain_size`, ``min_half_width``) and mesh ≤
+    min(:func:`mesh_for`, ``mesh``), both quantized (powers of 2^(1/8) and 2^(1/4)). ValueError (one line naming
+    T, δ and about the largest T this grid rule serves) where it needs more than MAX_DOMAIN_POINTS points."""
+    L, h = _grid(segs, direction, delta_error, eps_error, min_half_width, mesh)
+    if 2 * L / h > MAX_DOMAIN_POINTS:
+        total = sum(s.steps for s in segs)
+        serve = _servable_steps(segs, direction, delta_error, eps_error, min_half_width, mesh)
+        at = f"delta={delta:g}" if delta is not None else f"delta_error={delta_error:g}"
         raise ValueError(
-            f"the PRV grid would need {2 * L / mesh:.3g} points (> {MAX_DOMAIN_POINTS:.0e}) for eps_error="
-            f"{eps_error}; increase eps_error or noise_multiplier"
+            f"the PRV grid for steps={total} at {at} would need {2 * L / h:.3g} points (> {MAX_DOMAIN_POINTS:.0e}); "
+            f"at these settings it serves about steps <= {serve}: reduce steps, or increase noise_multiplier, "
+            f"delta or eps_error (now {eps_error:g})"
         )
-    return Domain.create_aligned(-L, L, mesh)
+    return Domain.create_aligned(-L, L, h)
 
 
 #: 2 directions × 24 segments (each pmf is one grid: ~10 MB at 10^4 steps)

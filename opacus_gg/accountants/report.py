@@ -33,6 +33,7 @@ METHOD_TEXT: Dict[str, str] = {
     "prv": "GG accountant: PRV",
     "rdp": "GG accountant: Rényi bound over the ℓp ball",
     "paper": "paper mode: sampled one-hot PRV",
+    "gaussian": "GG accountant: full-batch Gaussian closed form",
 }
 
 
@@ -98,7 +99,7 @@ class EpsilonReport:
         """The PRV computation's lower end, estimate and upper end, and the scope of that upper end: ``epsilon``
         itself when ``method`` is "prv" (or "paper"), else the PRV over every equal spread ("equal_spreads")
         that runs beside the published Rényi bound, which its upper end may be below."""
-        scope = self.scope if self.method in ("prv", "paper") else "equal_spreads"
+        scope = self.scope if self.method in ("prv", "paper", "gaussian") else "equal_spreads"
         return {"lower": self.epsilon_lower, "estimate": self.epsilon_estimate, "upper": self.epsilon_upper,
                 "scope": scope}
 
@@ -108,6 +109,10 @@ class EpsilonReport:
         lines = []
         if self.epsilon_equal_spreads is not None:
             lines.append(f"  also: {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}")
+        if self.method == "gaussian":  # no grid: the exact ε rounded up (accountants.full_batch)
+            mu = self.details.get("gaussian_mu")
+            lines.append(f"  the composition is one Gaussian pair, mu = {mu:.6g}: exact epsilon, rounded up")
+            return lines
         b = self.prv_bracket()
         what = "sampled PRV (paper mode)" if self.method == "paper" else (
             "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
