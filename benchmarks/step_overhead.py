@@ -11,7 +11,7 @@ the median step time and the median of the per-step in-run ratios to Opacus's st
 ratios is printed last. A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
 accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
 max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
-noise + update; forward and backward are Opacus's own hooks), from the profiler's allocation events; on
+noise + update; forward and backward are Opacus's own hooks), from every allocation record of the profiler; on
 CPU also the GG step's peak on the accelerator branches (forced on CPU by ``_device.accelerator_path``: one
 fused norm pass, the deferred sampler), as "accel-path" with its ratio to Opacus's (target ≤ 1.1).
 The CNN's linear layer holds 0.92M of its 1.0M parameters; GG reads its per-sample ℓp norms from the
@@ -33,10 +33,9 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the CPU profiler (peak memory)
 import torch
 from opacus import PrivacyEngine
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader, TensorDataset
 
-from opacus_gg import GGPrivacyEngine
+from opacus_gg import GGPrivacyEngine, _device
 from opacus_gg._device import accelerator_path
 from opacus_gg.rank1 import use_factors
 
@@ -84,7 +83,8 @@ def step(model, opt, x, y, device) -> float:
 def peak_bytes(model, opt, x, y, device) -> float:
     """Peak memory of a step. CUDA: max allocated bytes over the whole step. CPU: peak of the bytes
     allocated and not yet freed inside ``opt.step()`` (clipping + noise + update, the part that differs
-    from Opacus; forward and backward run Opacus's own hooks), from the profiler's allocation events."""
+    from Opacus; forward and backward run Opacus's own hooks), from every allocation record of the profiler
+    (``opacus_gg._device.peak_bytes``, on one thread)."""
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
@@ -92,14 +92,12 @@ def peak_bytes(model, opt, x, y, device) -> float:
         return float(torch.cuda.max_memory_allocated(device))
     opt.zero_grad()
     nn.functional.cross_entropy(model(x), y).backward()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        opt.step()
-    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
-    live = peak = 0
-    for e in events:
-        live += e.self_cpu_memory_usage
-        peak = max(peak, live)
-    return float(peak)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the CPU sampler's split over Python threads stays on this one, which is profiled
+    try:
+        return float(_device.peak_bytes(opt.step, device))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def main() -> None:

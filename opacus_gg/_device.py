@@ -145,3 +145,45 @@ def to_device(t: torch.Tensor, device, dtype: torch.dtype) -> torch.Tensor:
     """``t`` as ``dtype`` on ``device``, the dtype converted first where ``t`` is (a float64 tensor never
     reaches a device without float64, even for a moment)."""
     return t.to(dtype=dtype).to(device=device)
+
+
+def peak_bytes(fn: Callable[[], object], device) -> int:
+    """Peak of the bytes allocated on ``device`` while ``fn()`` runs and not yet freed (frees of older blocks do not
+    count).
+
+    CUDA: ``max_memory_allocated`` minus the bytes allocated at the start. CPU: from the profiler's record of
+    every allocation and free (address, size, time), replayed in time order; counting each record, not the per-op
+    net amounts of the profiler's events, which hide an op's internal temporaries (e.g. the int64 copy ``sum``
+    makes of a bool tensor), and matching frees to this call's allocations by address (the CPU allocator's size
+    table keeps stale entries between profiled calls). Only allocations on this Python thread (and threads
+    torch propagates the profiler to) are seen: call it with ``torch.get_num_threads() == 1`` for the CPU
+    sampler's split over Python threads to stay on this one."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - start)
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    records, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
+            records.append((e.start_time_ns, e.extra_fields.ptr, e.extra_fields.alloc_size))
+    mine: dict = {}
+    live = peak = 0
+    for _, ptr, size in sorted(records):
+        if size > 0:
+            mine[ptr] = size
+            live += size
+            peak = max(peak, live)
+        elif ptr in mine:
+            live -= mine.pop(ptr)
+    return peak

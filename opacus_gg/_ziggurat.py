@@ -21,8 +21,9 @@ converted to float and multiplied by W_i·2^-M (x = k·W_i·2^-M, one rounding),
 the rejected positions are found by numpy and resolved by :func:`_fix`. On accelerators
 (:func:`sample_deferred`) nothing reads the device back: one pass over the buffer in chunks (random range given
 explicitly to ``random_``; a rejected draw's (u, index) is kept as a code in the output until resolved, so
-the pass costs a 1-bit mask per draw beyond the output), the first K rejected positions by ``nonzero_static`` (K static: mean + 10 sd +
-64), and :func:`_resolve` finishes them with static shapes: each slot's own vertical test; a failed wedge
+the pass costs a 1-bit mask per draw beyond the output), the first K rejected positions (K static: mean + 10 sd +
+64; ``nonzero_static`` on the packed mask), and :func:`_resolve` finishes them with static shapes, its random
+numbers drawn whole and its float64 work done in pieces (memory ∝ a piece, not K): each slot's own vertical test; a failed wedge
 restarts by taking the k-th terminal candidate of a static pool of fresh candidates; a slot in the tail takes
 the k-th accepted proposal of a static pool of tail proposals (k = the slot's rank among those that need one). Exact
 because the terminal (accepted) elements of an i.i.d. stream, in order, are i.i.d. with the law of the
@@ -221,14 +222,16 @@ def _fix_tables(beta: float, scale: float, device, work_dtype):
     return _cached(("fix", float(beta), float(scale), str(device), work_dtype), make)
 
 
-def _vertical(u, idx, beta, scale, generator, device, work_dtype):
+def _vertical(u, idx, beta, scale, generator, device, work_dtype, y=None):
     """(x, ok) for draws (u, idx) that missed the fast path: x = u·X_i signed and scaled (float64), and the
     wedge's vertical test y < g(x) with a fresh float64 y uniform on the layer's span (always False in the
     base layer, whose NaN bottom sends it to the tail). ``idx`` must be int64; a float64 ``u`` is overwritten
-    (callers pass gathered copies)."""
+    (callers pass gathered copies). ``y``: the draws' uniforms on [0, 1) if already drawn (overwritten), else
+    drawn here."""
     width, g_lo, g_span, ssign = _fix_tables(beta, scale, device, work_dtype)
     x = u.to(torch.float64).mul_(width.index_select(0, idx))
-    y = torch.rand(x.numel(), generator=generator, device=device, dtype=torch.float64)
+    if y is None:
+        y = torch.rand(x.numel(), generator=generator, device=device, dtype=torch.float64)
     y.mul_(g_span.index_select(0, idx)).add_(g_lo.index_select(0, idx))
     # wedge: vertical test y < g(x) = exp(-x^β/β), x^β as exp(β·log x) (vectorised; pow is not)
     ok = y < _pow(x, beta).mul_(-1.0 / beta).exp_()
@@ -428,11 +431,24 @@ def _candidates(n: int, beta: float, scale: float, generator, device, work_dtype
     """n fresh Ziggurat candidates in one pass, random range explicit: ``out`` ← u·X_i signed and scaled
     (the value if the fast test passes); returns u (the lattice uniform), the (layer, sign) index and the
     mask of the fast test's failures."""
-    width, thr = _tensors(beta, scale, device, work_dtype)
-    int_dtype, shift, one_bits, _, _, hi = _bits(work_dtype, True)
     u = torch.empty(n, device=device, dtype=work_dtype)
+    _words_(u, generator)
+    return _from_words(u, beta, scale, device, work_dtype, out)
+
+
+def _words_(u: torch.Tensor, generator) -> None:
+    """``u``'s integer view ← one random word per draw (``random_`` with the non-negative range asked for
+    explicitly: 31 bits in float32, 62 in float64)."""
+    int_dtype, hi = _bits(u.dtype, True)[0], _bits(u.dtype, True)[5]
+    u.view(int_dtype).random_(0, hi, generator=generator)
+
+
+def _from_words(u: torch.Tensor, beta: float, scale: float, device, work_dtype, out: torch.Tensor):
+    """:func:`_candidates` for the words already in ``u``'s integer view (:func:`_words_`; ``u`` becomes the
+    lattice uniform)."""
+    width, thr = _tensors(beta, scale, device, work_dtype)
+    int_dtype, shift, one_bits = _bits(work_dtype, True)[:3]
     b = u.view(int_dtype)
-    b.random_(0, hi, generator=generator)  # the non-negative range asked for explicitly
     idx = torch.bitwise_and(b, 2 * LAYERS - 1)
     b.bitwise_right_shift_(shift).bitwise_or_(one_bits)
     u.sub_(1.0)  # u = k·2^-M, exact
@@ -453,10 +469,9 @@ _BIT_WEIGHTS: dict = {}
 
 def _accel_chunk(n: int) -> int:
     """Chunk of the candidate pass for n draws: n/16 clamped to [ACCEL_MIN_CHUNK, ACCEL_CHUNK], a multiple of 8.
-    Its transients (u then the codes, the index, the mask: ≈ 2.5 chunk-sized float buffers) stay ≤ n/6, so n
-    draws cost the output, a 1-bit mask per draw and these (a step's peak measured on CPU: 0.90× Opacus's on
-    the benchmark CNN, 0.84× on a 4M-parameter Linear, 1.19× on 8 Linear layers of 0.25M, where the float64
-    resolution of the ≈ 2 % rejected draws peaks; 1.6–2.2× with one whole-size pass)."""
+    Its transients (u then the codes, the index, the mask and its packing: ≈ 10 bytes per chunk draw) are the
+    sampler's largest beyond the output and the 1-bit mask (≈ 0.16 float32 copies of n for n ≥ 2^21); the
+    rejected draws are then resolved in pieces of 1/64 chunk (:func:`_slot_piece`)."""
     return -(-max(ACCEL_MIN_CHUNK, min(ACCEL_CHUNK, -(-n // 16))) // 8) * 8
 
 
@@ -498,11 +513,11 @@ def _decode(code: torch.Tensor, work_dtype: torch.dtype) -> Tuple[torch.Tensor, 
     return u, torch.bitwise_and(code, 2 * LAYERS - 1).long()
 
 
-def _candidate_pass(n: int, beta: float, scale: float, generator, device, work_dtype, out) -> torch.Tensor:
+def _candidate_pass(n: int, beta: float, scale: float, generator, device, work_dtype, out):
     """:func:`_candidates` for ``out`` (n draws) in chunks (:func:`_accel_chunk`): ``out`` gets the fast-accepted
     values and, at the rejected positions, the draws' codes (:func:`_encode_`) in its integer view; returns the
     mask of rejected positions packed 8 a byte (:func:`_unpack`). Only ``random_`` uses the generator, once per
-    chunk, in order (on CPU the words equal one call's)."""
+    chunk, in order (on CPU the words equal one call's). One chunk's transients are alive at a time."""
     int_dtype = _bits(work_dtype, True)[0]
     chunk = _accel_chunk(n)
     packed = torch.empty(-(-n // 8), dtype=torch.uint8, device=device)
@@ -512,19 +527,84 @@ def _candidate_pass(n: int, beta: float, scale: float, generator, device, work_d
         bits = o.view(int_dtype)
         torch.where(r, _encode_(u, idx), bits, out=bits)
         _pack(r, packed[a // 8 : (a + o.numel() + 7) // 8])
+        del u, idx, r
     return packed
 
 
-def _kth(mask: torch.Tensor, rank: torch.Tensor, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(position, found) of the rank-th True entry of ``mask`` (rank ≥ 0 where it matters; at most ``size``
-    ranks), statically: ``found`` is False where the mask has no such entry (position clamped to a valid one)."""
-    m = mask.numel()
-    at = torch.nonzero_static(mask, size=size, fill_value=m).flatten().index_select(0, rank.clamp(min=0))
-    return at.clamp(max=max(m - 1, 0)), at < m
+def _first_set(packed: torch.Tensor, n: int, k: int, piece: int) -> torch.Tensor:
+    """Positions (ascending) of the first k set entries of a mask packed by :func:`_pack` (n entries), filled
+    with n where it has fewer: ``nonzero_static`` of the unpacked mask, size k, without unpacking it. Each
+    nonzero byte holds ≥ 1 set entry, so the first k nonzero bytes hold the first k set entries; they are
+    unpacked ``piece`` bits at a time, each set bit written at its rank. int32 when n < 2^31."""
+    m = packed.numel()
+    device = packed.device
+    at = torch.nonzero_static(packed, size=k, fill_value=m).flatten()
+    pos = torch.full((k + 1,), n, dtype=torch.int32 if n < 2**31 - 1 else torch.int64, device=device)  # k: dump
+    before = torch.zeros((), dtype=torch.int64, device=device)
+    lanes = torch.arange(8, dtype=torch.int64, device=device)
+    step = max(piece // 8, 1)
+    for a in range(0, k, step):
+        nb = at[a : a + step]
+        byte = packed.index_select(0, nb.clamp(max=m - 1)).masked_fill_(nb >= m, 0)
+        bits = _unpack(byte, 8 * byte.numel())
+        rank = _ranks(bits, before)
+        dst = torch.where(bits & (rank < k), rank, k)
+        pos.index_copy_(0, dst, nb[:, None].mul(8).add(lanes).flatten().to(pos.dtype))
+    return pos[:k]
 
 
-def _resolve(u, idx, valid, beta, scale, generator, device, work_dtype, pools):
-    r"""Exact outcomes of K slots (u, idx) that failed the fast test, with static shapes.
+def _kth(at: torch.Tensor, m: int, rank: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(position, found) of the rank-th True entry of a mask of m entries, given ``at`` =
+    ``nonzero_static(mask, size=s, fill_value=m)`` (rank ≥ 0 where it matters), statically: ``found`` is False
+    where the mask has no such entry among its first s (position clamped to a valid one)."""
+    s = at.numel()
+    got = at.index_select(0, rank.clamp(min=0, max=s - 1))
+    return got.clamp(max=max(m - 1, 0)), (got < m) & (rank < s)
+
+
+def _ranks(mask: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """The rank of each entry among the True ones (−1-based count of Trues up to it), continuing from
+    ``before`` (0-dim int64: the Trues of earlier pieces), which is advanced past this piece."""
+    rank = mask.long().cumsum(0).add_(before).sub_(1)
+    before.copy_(rank[-1]).add_(1)
+    return rank
+
+
+def _slot_piece(n: int) -> int:
+    """Slots (and pool candidates) per piece in :func:`_resolve` for n draws: 1/64 of a candidate chunk
+    (:func:`_accel_chunk`), so that a piece's float64 and index temporaries (≈ 10 eight-byte values per slot)
+    stay ≈ 1/5 of the candidate pass's (≈ 10 bytes per chunk draw)."""
+    return max(_accel_chunk(n) // 64, 1024)
+
+
+def _restart_pool(m: int, beta: float, scale: float, generator, device, work_dtype, piece: int):
+    """The restart pool of :func:`_resolve`: m fresh candidates, their random numbers drawn whole and in the
+    order of one pass (the words, then the wedge uniforms), then processed in pieces. Returns (value, flags):
+    the candidate's outcome in the work dtype where it is terminal and not in the tail, and per candidate
+    bit 0 terminal (fast-accepted, wedge-accepted, or in the tail), bit 1 in the tail, bit 2 the sign
+    (index & 1: ``_fix_tables``' signed scale ``ssign[idx] == ssign[idx & 1]``)."""
+    words = torch.empty(m, device=device, dtype=work_dtype)
+    _words_(words, generator)
+    y = torch.rand(m, generator=generator, device=device, dtype=torch.float64)
+    value = torch.empty(m, device=device, dtype=work_dtype)
+    flags = torch.empty(m, device=device, dtype=torch.uint8)
+    for a in range(0, m, piece):
+        v = value[a : a + piece]
+        u, idx, rej = _from_words(words[a : a + piece], beta, scale, device, work_dtype, v)
+        idx = idx.long()
+        val, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype, y=y[a : a + piece])
+        torch.where(rej, val.to(work_dtype), v, out=v)
+        in_tail = rej & ((idx >> 1) == 0)
+        f = flags[a : a + piece]
+        torch.bitwise_or(~rej | ok | in_tail, in_tail.to(torch.uint8) << 1, out=f)
+        f.bitwise_or_(idx.bitwise_and(1).to(torch.uint8) << 2)
+    return value, flags
+
+
+def _resolve(pos, n, beta, scale, generator, device, work_dtype, pools, dest, piece):
+    r"""Exact outcomes of K slots that failed the fast test, with static shapes: the slot at ``pos`` (< n;
+    ``pos`` = n: no slot) has its :func:`_encode_` code in ``dest``'s integer view there, and gets its value
+    written over it (``dest[n]`` absorbs the no-slots' writes).
 
     Each slot runs its own Ziggurat continuation: its vertical test (fresh y); on failure a restart, which
     takes the k-th *terminal* candidate (fast-accepted, wedge-accepted, or in the tail) of a pool of R fresh
@@ -532,44 +612,63 @@ def _resolve(u, idx, valid, beta, scale, generator, device, work_dtype, pools):
     proposal of a pool of T tail proposals, k its rank among the tail slots. In an i.i.d. stream the
     terminal (accepted) elements, in order, are i.i.d. with the law of the first one, and the ranks depend
     only on randomness independent of the pool; so each slot gets exactly what its own retry sequence
-    would give. Returns the float64 values and, per slot, ``restart`` (restart pool exhausted), ``tail``
-    (tail pool exhausted) and ``tail_idx`` (the index whose sign the tail draw takes)."""
+    would give. The random numbers are drawn whole and first, in this order: the K slots' y, the restart
+    pool (:func:`_restart_pool`), the tail pool; the rest runs in pieces of ``piece`` slots (ranks carried
+    across pieces), so the float64 temporaries scale with a piece, not with K, and nothing depends on
+    ``piece``. Returns per slot (uint8) bit 0: restart pool exhausted, bit 1: tail pool exhausted, bit 2: the
+    sign of its tail draw (index & 1)."""
     n_restart, n_tail = pools
     r = table(beta)[0]
     ssign = _fix_tables(beta, scale, device, work_dtype)[3]
-    k = idx.numel()
-    val, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype)
-    in_tail = (idx >> 1) == 0
-    restart = valid & ~ok & ~in_tail
-    tail_now = valid & in_tail
-    # restarts: fresh candidates; terminal = fast-accepted, wedge-accepted, or in the tail
-    p_out = torch.empty(n_restart, device=device, dtype=work_dtype)
-    p_u, p_idx, p_rej = _candidates(n_restart, beta, scale, generator, device, work_dtype, p_out)
-    p_idx = p_idx.long()
-    p_val, p_ok = _vertical(p_u, p_idx, beta, scale, generator, device, work_dtype)
-    p_tail = p_rej & ((p_idx >> 1) == 0)
-    at, found = _kth(~p_rej | p_ok | p_tail, restart.long().cumsum(0).sub_(1), k)
-    got = restart & found
-    fresh = torch.where(p_rej, p_val, p_out.to(torch.float64)).index_select(0, at)
-    val = torch.where(got & ~p_tail.index_select(0, at), fresh, val)
-    to_tail = got & p_tail.index_select(0, at)
-    tail_idx = torch.where(to_tail, p_idx.index_select(0, at), idx)
-    tail_now = tail_now | to_tail
-    # tails: the k-th accepted proposal, with the sign of the slot's candidate
+    int_dtype = _bits(work_dtype, True)[0]
+    k = pos.numel()
+    y = torch.rand(k, generator=generator, device=device, dtype=torch.float64)  # the slots' vertical tests
+    p_value, p_flags = _restart_pool(n_restart, beta, scale, generator, device, work_dtype, piece)
+    p_at = torch.nonzero_static(p_flags.bitwise_and(1), size=min(k, n_restart), fill_value=n_restart).flatten()
     t_x, t_ok = _tail_proposals(n_tail, beta, r, generator, device)
-    t_at, t_found = _kth(t_ok, tail_now.long().cumsum(0).sub_(1), k)
-    t_got = tail_now & t_found
-    val = torch.where(t_got, t_x.index_select(0, t_at).mul_(ssign.index_select(0, tail_idx)), val)
-    return val, restart & ~found, tail_now & ~t_found, tail_idx
+    t_at = torch.nonzero_static(t_ok, size=min(k, n_tail), fill_value=n_tail).flatten()
+    del t_ok
+    status = torch.empty(k, dtype=torch.uint8, device=device)
+    restarts = torch.zeros((), dtype=torch.int64, device=device)
+    tails = torch.zeros((), dtype=torch.int64, device=device)
+    codes = dest.view(int_dtype)
+    for a in range(0, k, piece):
+        at_pos = pos[a : a + piece].long()
+        valid = at_pos < n
+        u, idx = _decode(codes.index_select(0, at_pos.clamp(max=n - 1)), work_dtype)  # no slot: any code
+        val, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype, y=y[a : a + piece])
+        in_tail = (idx >> 1) == 0
+        restart = valid & ~ok & ~in_tail
+        tail_now = valid & in_tail
+        del ok, u
+        at, found = _kth(p_at, n_restart, _ranks(restart, restarts))
+        got = restart & found
+        flag = p_flags.index_select(0, at)
+        to_tail = got & flag.bitwise_and(2).bool()
+        val = torch.where(got & ~to_tail, p_value.index_select(0, at).to(torch.float64), val)
+        sign = torch.where(to_tail, flag.bitwise_right_shift(2), idx.bitwise_and(1))
+        tail_now |= to_tail
+        del at, got, to_tail, flag, idx
+        t_pos, t_found = _kth(t_at, n_tail, _ranks(tail_now, tails))
+        t_got = tail_now & t_found
+        val = torch.where(t_got, t_x.index_select(0, t_pos).mul_(ssign.index_select(0, sign.long())), val)
+        dest.index_copy_(0, at_pos, val.to(work_dtype))
+        st = status[a : a + piece]
+        torch.bitwise_or(restart & ~found, (tail_now & ~t_found).to(torch.uint8) << 1, out=st)
+        st.bitwise_or_(sign.to(torch.uint8) << 2)
+    return status
 
 
 def sample_deferred(n: int, beta: float, scale: float, generator, device, work_dtype):
     r"""Accelerator path of :func:`sample` with no host synchronisation: returns (out, finisher).
 
-    One pass (in chunks, :func:`_candidate_pass`) draws n candidates; the first K fast-test failures (``nonzero_static``, K static, see
-    :func:`_budgets`) are resolved exactly by :func:`_resolve`. ``out`` is exact once
-    ``finisher.pending`` (a 0-dim device bool: more than K failures, or a pool exhausted) is False, or
-    after ``finisher.finish()``, which completes the rest in place with the dynamic (synchronising) code."""
+    One pass (in chunks, :func:`_candidate_pass`) draws n candidates; the first K fast-test failures
+    (:func:`_first_set`, K static, see :func:`_budgets`) are resolved exactly by :func:`_resolve`, in pieces.
+    ``out`` is exact once ``finisher.pending`` (a 0-dim device bool: more than K failures, or a pool exhausted)
+    is False, or after ``finisher.finish()``, which completes the rest in place with the dynamic
+    (synchronising) code. Memory beyond ``out``: a 1-bit mask per draw, one candidate chunk's transients, then
+    ≈ 13 bytes per slot (K ≈ 0.8–2.3 % of n) and 17 per restart-pool candidate (R ≈ 0.3–1.3 % of n) and one
+    piece's temporaries."""
     if not has_float64(device):  # MPS: the exact finish needs float64, so the host draws (one synchronisation)
         return sample(n, beta, scale, generator, device, work_dtype), Finisher(torch.zeros((), dtype=torch.bool, device=device))
     buf = torch.empty(n + 1, device=device, dtype=work_dtype)  # slot n absorbs the padding's writes
@@ -578,17 +677,12 @@ def sample_deferred(n: int, beta: float, scale: float, generator, device, work_d
         return out, Finisher(torch.zeros((), dtype=torch.bool, device=device))
     packed = _candidate_pass(n, beta, scale, generator, device, work_dtype, out)
     k, n_restart, n_tail = _budgets(n, beta, work_dtype)
-    rej = _unpack(packed, n)  # a transient bool mask; the Finisher keeps the packed one (1 bit per draw)
-    pos = torch.nonzero_static(rej, size=k, fill_value=n).flatten()
-    many = rej.sum() > k
-    del rej
-    u, idx = _decode(out.view(_bits(work_dtype, True)[0]).index_select(0, pos.clamp(max=n - 1)), work_dtype)
-    val, restart, tail_left, tail_idx = _resolve(
-        u, idx, pos < n, beta, scale, generator, device, work_dtype, (n_restart, n_tail),
-    )
-    buf.index_copy_(0, pos, val.to(work_dtype))
-    pending = many | (restart | tail_left).any()
-    state = (out, packed, pos, restart, tail_left, tail_idx, beta, scale, generator, work_dtype)
+    piece = _slot_piece(n)
+    pos = _first_set(packed, n, k + 1, piece)
+    many, pos = pos[k] < n, pos[:k]  # more than K failures: the (K+1)-th exists
+    status = _resolve(pos, n, beta, scale, generator, device, work_dtype, (n_restart, n_tail), buf, piece)
+    pending = many | (status & 3).any()
+    state = (out, packed, pos, status, beta, scale, generator, work_dtype)
     return out, Finisher(pending, state)
 
 
@@ -613,19 +707,20 @@ class Finisher:
         """Complete the unresolved draws in place (host synchronisations allowed: the rare case)."""
         if self._state is None:
             return
-        out, packed, pos, restart, tail_left, tail_idx, beta, scale, generator, work_dtype = self._state
+        out, packed, pos, status, beta, scale, generator, work_dtype = self._state
         self._state = None
         device = out.device
         rest = _unpack(packed, out.numel()).nonzero().flatten()[pos.numel():]
         if rest.numel():  # their codes are still in the output (only the first K were resolved)
             u, idx = _decode(out.view(_bits(work_dtype, True)[0])[rest], work_dtype)
             out[rest] = _fix(u, idx, beta, scale, generator, device, work_dtype).to(work_dtype)
-        redo = pos[restart]
+        redo = pos[status.bitwise_and(1).bool()].long()
         if redo.numel():
             out[redo] = sample(redo.numel(), beta, scale, generator, device, work_dtype)
-        left = tail_left.nonzero().flatten()
+        left = status.bitwise_and(2).bool().nonzero().flatten()
         if left.numel():
             ssign = _fix_tables(beta, scale, device, work_dtype)[3]
             t = tail(left.numel(), beta, table(beta)[0], generator, device)
-            out[pos[left]] = t.mul_(ssign.index_select(0, tail_idx[left])).to(work_dtype)
+            sign = status.index_select(0, left).bitwise_right_shift(2).long()
+            out[pos[left].long()] = t.mul_(ssign.index_select(0, sign)).to(work_dtype)
         self.pending = torch.zeros((), dtype=torch.bool, device=device)

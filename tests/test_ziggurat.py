@@ -184,12 +184,15 @@ def _rejected(n, beta, dtype, seed):
     return u[pos], idx[pos].long()
 
 
-def _resolved(u, idx, beta, dtype, seed):
+def _resolved(u, idx, beta, dtype, seed, piece=1 << 30):
+    """_resolve on the slots (u, idx), their codes placed in a buffer of their own (pools of k each)."""
     k = idx.numel()
-    val, restart, tail_left, _ = Z._resolve(u.clone(), idx, torch.ones(k, dtype=torch.bool), beta, 1.0,
-                                            torch.Generator().manual_seed(seed), torch.device("cpu"), dtype, (k, k))
-    assert not restart.any() and not tail_left.any()  # pools of k: nothing left (at these sizes)
-    return val
+    buf = torch.empty(k + 1, dtype=dtype)
+    buf[:k].view(Z._bits(dtype, True)[0]).copy_(Z._encode_(u.clone(), idx))
+    status = Z._resolve(torch.arange(k), k, beta, 1.0, torch.Generator().manual_seed(seed), torch.device("cpu"),
+                        dtype, (k, k), buf, piece)
+    assert not (status & 3).any()  # pools of k: nothing left (at these sizes)
+    return buf[:k]
 
 
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0, 8.0])
@@ -212,7 +215,7 @@ def test_slot_resolution_test_sees_a_skipped_wedge_test(monkeypatch):
     u, idx = _rejected(2_000_000, 1.5, torch.float32, seed=3)
     ref = Z._fix(u, idx, 1.5, 1.0, torch.Generator().manual_seed(5), torch.device("cpu"), torch.float32).numpy()
     orig = Z._vertical
-    monkeypatch.setattr(Z, "_vertical", lambda u, idx, *a: (orig(u, idx, *a)[0], (idx >> 1) != 0))
+    monkeypatch.setattr(Z, "_vertical", lambda u, idx, *a, **kw: (orig(u, idx, *a, **kw)[0], (idx >> 1) != 0))
     assert stats.ks_2samp(_resolved(u, idx, 1.5, torch.float32, seed=4).numpy(), ref).pvalue < 1e-10
 
 
@@ -220,14 +223,29 @@ def test_slot_resolution_test_sees_a_skipped_wedge_test(monkeypatch):
 def test_kth_true_position(density):
     g = torch.Generator().manual_seed(2)
     mask = torch.rand(500, generator=g) < density
-    rank = torch.randint(-1, 300, (400,), generator=g)  # ranks < size (the contract)
-    at, found = Z._kth(mask, rank, 300)
+    rank = torch.randint(-1, 300, (400,), generator=g)
     true = mask.nonzero().flatten()
-    for r, a, f in zip(rank.tolist(), at.tolist(), found.tolist()):
-        r = max(r, 0)
-        assert f == (r < min(true.numel(), 300))
-        if f:
-            assert a == true[r]
+    for size in (300, 7):  # nonzero_static of ≥ every rank, and of fewer (the pool smaller than K)
+        at, found = Z._kth(torch.nonzero_static(mask, size=size, fill_value=500).flatten(), 500, rank)
+        for r, a, f in zip(rank.tolist(), at.tolist(), found.tolist()):
+            r = max(r, 0)
+            assert f == (r < min(true.numel(), size))
+            if f:
+                assert a == true[r]
+
+
+@pytest.mark.parametrize("n", [1, 9, 1000, 4099])
+@pytest.mark.parametrize("density", [0.0, 0.002, 0.3, 1.0])
+def test_first_set_positions_equal_nonzero_static_of_the_unpacked_mask(n, density):
+    """The first k rejected positions found from the packed mask, a few bytes at a time, are
+    ``nonzero_static(mask, size=k, fill_value=n)`` of the whole mask (fewer, exactly k, and more than k set)."""
+    mask = torch.rand(n, generator=torch.Generator().manual_seed(n)) < density
+    packed = torch.empty(-(-n // 8), dtype=torch.uint8)
+    Z._pack(mask, packed)
+    for k in {1, 5, max(int(mask.sum()), 1), int(mask.sum()) + 3}:
+        ref = torch.nonzero_static(mask, size=k, fill_value=n).flatten()
+        for piece in (8, 24, 1 << 20):
+            assert torch.equal(Z._first_set(packed, n, k, piece).long(), ref)
 
 
 def test_a_new_noise_scale_uploads_no_table(monkeypatch):
@@ -253,24 +271,26 @@ def test_scaled_tables_are_the_float64_products_rounded_once(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("budgets", [None, (5, 40, 40)])
+@pytest.mark.parametrize("budgets", [None, (5, 40, 40), (600, 5, 5)])
 def test_accelerator_draw_in_chunks_is_the_one_pass_stream(dtype, budgets, monkeypatch):
-    """The accelerator path's candidate pass in chunks (its memory: a 1-bit mask per draw beyond the output)
-    gives, on CPU, the same draws bit for bit as one pass over the whole buffer, also when the budgets are
-    exceeded and the Finisher decodes the unresolved draws' codes from the output."""
+    """The accelerator path's candidate pass in chunks (its memory: a 1-bit mask per draw beyond the output) and
+    the resolution of its rejected draws in pieces give, on CPU, the same draws bit for bit as one pass over the
+    whole buffer resolved at once (the stream's definition), also when the budgets are exceeded (more rejections
+    than slots; pools exhausted) and the Finisher decodes the unresolved draws' codes from the output."""
     if budgets:
         monkeypatch.setattr(Z, "_budgets", lambda n, b, w: budgets)
     outs = []
-    for chunk in (1 << 30, 1000):
+    for chunk, piece in ((1 << 30, 1 << 30), (1000, 16), (1000, 4096)):
         monkeypatch.setattr(Z, "ACCEL_MIN_CHUNK", chunk)
         monkeypatch.setattr(Z, "ACCEL_CHUNK", chunk)
+        monkeypatch.setattr(Z, "_slot_piece", lambda n: piece)
         g = torch.Generator().manual_seed(4)
         with _device.accelerator_path():
             x, fin = Z.sample_deferred(30_001, 1.5, 0.7, g, torch.device("cpu"), dtype)
             assert bool(fin.pending) == bool(budgets)
             fin.finish()
         outs.append(x)
-    assert torch.equal(outs[0], outs[1]) and torch.isfinite(outs[0]).all()
+    assert all(torch.equal(outs[0], o) for o in outs[1:]) and torch.isfinite(outs[0]).all()
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 1000, 1003])
