@@ -240,22 +240,51 @@ def _vertical(u, idx, beta, scale, generator, device, work_dtype, y=None):
 
 def _fix(u, idx, beta, scale, generator, device, work_dtype) -> torch.Tensor:
     """Exact outcome (signed, scaled, float64) of the draws (u, idx) that missed the fast path."""
+    res = torch.empty(idx.numel(), device=device, dtype=torch.float64)
+    _fix_into(res, None, u, idx, beta, scale, generator, device, work_dtype, max(idx.numel(), 1))
+    return res
+
+
+def _fix_into(dest, pos, u, idx, beta, scale, generator, device, work_dtype, piece: int) -> None:
+    """``dest[pos]`` ← :func:`_fix`'s outcomes (cast to ``dest``'s dtype; ``pos`` None: all of ``dest``). The
+    random numbers are those of one whole call, in its order: the K wedge uniforms, then the tail draws, then
+    the restarts' fresh draws; the float64 work runs in pieces of ``piece`` draws, so its temporaries scale
+    with a piece, not with K, and the result does not depend on ``piece``."""
     r = table(beta)[0]
     ssign = _fix_tables(beta, scale, device, work_dtype)[3]
-    idx = idx.long()
-    res, ok = _vertical(u, idx, beta, scale, generator, device, work_dtype)
-    bad = _positions(~ok)
-    if bad.numel():
-        ib = idx.index_select(0, bad)
-        base = (ib >> 1) == 0
-        tl = bad.masked_select(base)
-        if tl.numel():  # base layer beyond r: the tail, signed
-            sg = ssign.index_select(0, ib.masked_select(base))
-            res.index_copy_(0, tl, tail(tl.numel(), beta, r, generator, device).mul_(sg))
-        redo = bad.masked_select(~base)
-        if redo.numel():  # wedge rejections: fresh draws from scratch
-            res.index_copy_(0, redo, sample(redo.numel(), beta, scale, generator, device, work_dtype).to(torch.float64))
-    return res
+    k = idx.numel()
+    y = torch.rand(k, generator=generator, device=device, dtype=torch.float64)
+    bad = []
+    for a in range(0, k, piece):
+        val, ok = _vertical(u[a : a + piece], idx[a : a + piece].long(), beta, scale, generator, device, work_dtype,
+                            y=y[a : a + piece])
+        _put(dest, pos, a, val)
+        del val
+        miss = _positions(~ok)
+        if miss.numel():
+            bad.append(miss.add_(a))
+    del y
+    if not bad:
+        return
+    bad = torch.cat(bad)
+    ib = idx.index_select(0, bad).long()
+    base = (ib >> 1) == 0
+    tl = bad.masked_select(base)
+    if tl.numel():  # base layer beyond r: the tail, signed
+        sg = ssign.index_select(0, ib.masked_select(base))
+        _put(dest, pos, tl, tail(tl.numel(), beta, r, generator, device).mul_(sg))
+    redo = bad.masked_select(~base)
+    if redo.numel():  # wedge rejections: fresh draws from scratch
+        _put(dest, pos, redo, sample(redo.numel(), beta, scale, generator, device, work_dtype))
+
+
+def _put(dest: torch.Tensor, pos: Optional[torch.Tensor], at, val: torch.Tensor) -> None:
+    """``dest[pos[at]] ← val`` (cast): ``at`` an offset (the next ``len(val)`` entries) or an index tensor."""
+    if isinstance(at, int):
+        at = torch.arange(at, at + val.numel(), device=dest.device)
+    if pos is not None:
+        at = pos.index_select(0, at)
+    dest.index_copy_(0, at.long(), val.to(dest.dtype))
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
@@ -303,7 +332,7 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, worker
     x = k·(W_i·2^-M') is one rounded product, as on the accelerator path (W_i·2^-M' is exact: a
     power-of-two scaling). The fast-accept compare and the search for the few rejected positions run in
     numpy (vectorised; torch's bool-output compare is ~4× slower here); the rejected draws are finished
-    by :func:`_fix` after all blocks, in block order.
+    by :func:`_fix_into` after all blocks, in block order (its float64 work in pieces: :func:`_fix_piece`).
 
     The blocks are split over ``workers`` Python threads (:func:`opacus_gg._device.run_split`; numpy and
     torch release the GIL): since each block has its own stream, the output does not depend on
@@ -316,6 +345,7 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, worker
     starts = range(0, n, STREAM_DRAWS)
     rejected: list = [None] * len(starts)
     int_dtype = _bits(work_dtype, False)[0]
+    pos_dtype = torch.int32 if n < 2**31 else torch.int64
 
     def blocks(lo: int, hi: int) -> None:  # blocks lo..hi-1, with this worker's own scratch
         c = min(n, CHUNK)
@@ -333,19 +363,33 @@ def _sample_cpu(n: int, beta: float, scale: float, generator, work_dtype, worker
                 np.greater_equal(x.numpy(), w.numpy(), out=mask)
                 r = torch.from_numpy(np.flatnonzero(mask))
                 if r.numel():
-                    found.append((r + a, k.index_select(0, r), idx.index_select(0, r)))
+                    found.append(((r + a).to(pos_dtype), k.index_select(0, r), idx.index_select(0, r)))
                 torch.index_select(width_k, 0, idx, out=w)
                 x.mul_(w)
             rejected[j] = found
 
     run_split(blocks, len(starts), workers)
-    found = [t for block in rejected for t in block]
-    if found:
-        pos, ks, ix = (torch.cat(parts) for parts in zip(*found))
-        u = ks.to(torch.float64).mul_(_lattice(work_dtype)).to(work_dtype)  # u = k·2^-M' exactly
-        fixed = _fix(u, ix, beta, scale, generator, torch.device("cpu"), work_dtype).to(work_dtype)
-        out.index_copy_(0, pos, fixed)
+    parts = [list(p) for p in zip(*(t for block in rejected for t in block))]
+    rejected.clear()
+    if parts:
+        pos, ks, ix = (_cat_(p) for p in parts)
+        u = ks.to(work_dtype).mul_(_lattice(work_dtype))  # u = k·2^-M' exactly (k < 2^23 in float32, < 2^53)
+        del ks
+        _fix_into(out, pos, u, ix, beta, scale, generator, torch.device("cpu"), work_dtype, _fix_piece(n))
     return out
+
+
+def _cat_(parts: list) -> torch.Tensor:
+    """``torch.cat(parts)``, the list emptied (its tensors freed as soon as copied)."""
+    out = torch.cat(parts)
+    parts.clear()
+    return out
+
+
+def _fix_piece(n: int) -> int:
+    """Rejected draws per piece of the CPU path's exact finish for n draws: n/256 (≥ CHUNK/32), so the pieces'
+    temporaries (≈ 40 bytes per draw of a piece) stay ≈ 1/25 of the output (≈ 6 pieces at a 2 % rejection rate)."""
+    return max(CHUNK // 32, n // 256)
 
 
 def _seed_words(generator: Optional[torch.Generator]) -> np.ndarray:

@@ -219,6 +219,17 @@ def test_slot_resolution_test_sees_a_skipped_wedge_test(monkeypatch):
     assert stats.ks_2samp(_resolved(u, idx, 1.5, torch.float32, seed=4).numpy(), ref).pvalue < 1e-10
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_exact_finish_in_pieces_is_the_whole_finish(dtype, monkeypatch):
+    """The CPU path's exact finish of its rejected draws in pieces of any size gives the same draws bit for bit
+    as one piece (the whole finish: wedge uniforms, tail draws, restarts in one call each)."""
+    outs = []
+    for piece in (1 << 30, 100, 4097):
+        monkeypatch.setattr(Z, "_fix_piece", lambda n: piece)
+        outs.append(Z.sample(200_001, 1.0, 0.7, torch.Generator().manual_seed(8), "cpu", dtype))
+    assert all(torch.equal(outs[0], o) for o in outs[1:]) and torch.isfinite(outs[0]).all()
+
+
 @pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 1.0])
 def test_kth_true_position(density):
     g = torch.Generator().manual_seed(2)
