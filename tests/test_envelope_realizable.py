@@ -16,7 +16,7 @@ from opacus_gg.accountants.profile import one_step_delta
 def test_envelope_discretization_is_a_realizable_dominating_pair(direction):
     seg = parse_segment((1.0, 0.1, 1, 1.5, 8, 1.5))  # several equal spreads k = 1, 2, 4, 8: a true envelope
     t = np.linspace(-6.0, 6.0, 1201)
-    pmf, rho, (ks, _) = step_dprv(seg.step_key, direction, float(t[0]), float(t[-1]), len(t))
+    pmf, rho, _, (ks, _) = step_dprv(seg.step_key, direction, float(t[0]), float(t[-1]), len(t))
     assert len(ks) > 1
     # a pair: P puts ω_i on loss t_i and ρ at +∞ (a Q-null atom); Q puts ω_i e^{−t_i} there and the rest of its
     # mass on a P-null atom at −∞, which needs Σ ω_i e^{−t_i} ≤ 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AccountingError", "check_finite", "check_pmf", "mass_budget"]
+__all__ = ["AccountingError", "check_finite", "check_pmf", "mass_budget", "UNIT_ROUNDOFF"]
 
 
 class AccountingError(ArithmeticError):

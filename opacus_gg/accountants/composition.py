@@ -120,35 +120,68 @@ def _err_heterogeneous(errs: List[_Err]) -> _Err:
     return errs[0]
 
 
+@dataclass(frozen=True)
+class _OneStepBudget:
+    r"""What the one-step PMFs' own round-off costs δ (Lemma R5): the composed profile of the computed PMFs is ≥
+    ``shrink`` = Π_s (1 − c_s)^{T_s} times that of the exact ones, and every partial product of the computed PMFs
+    has mass ≤ ``mass_factor`` = Π_s max(1, m_s)^{T_s} (m_s: one step's total mass, ≥ 1 only by clipped
+    negative masses, which are pessimistic)."""
+
+    shrink: float
+    mass_factor: float
+
+    def certify(self, delta: float, rho: float, delta_error: float) -> float:
+        """The δ left for the composed finite PMF (+ its FFT round-off B) that certifies ``delta``."""
+        return delta * self.shrink - rho * self.mass_factor - delta_error
+
+    def bound(self, composed: float, rho: float) -> float:
+        """Certified δ from the composed finite PMF's δ (+ B, + tail slack) and the mass ρ at +∞."""
+        return (composed + rho * self.mass_factor) / self.shrink
+
+
+def _budget(parts: Sequence[Tuple[float, float, int]]) -> _OneStepBudget:
+    """:class:`_OneStepBudget` of [(c_s, m_s, T_s)]; AccountingError where Σ T_s c_s is not small (≥ 0.01)."""
+    total_c = sum(t * c for c, _, t in parts)
+    if not total_c < 0.01:
+        raise AccountingError(f"the one-step PMFs' round-off (Lemma R5) is not small: Σ T·c = {total_c:.3g}; "
+                              "increase noise_multiplier or reduce steps")
+    log_shrink = sum(t * math.log1p(-c) for c, _, t in parts)
+    log_mass = sum(t * math.log(max(m, 1.0)) for _, m, t in parts)
+    return _OneStepBudget(math.exp(log_shrink), math.exp(log_mass))
+
+
 def _step_pmfs(segs: Sequence, direction: str, domain: Domain):
-    """([(one-step pmf, steps)], total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
+    """([(one-step pmf, steps)], total mass at +∞ Σ_s T_s ρ_s, per-shape scores, :class:`_OneStepBudget`) of all
+    segments on ``domain``."""
     out = []
     rho_tot = 0.0
     shape_scores: Dict[int, float] = {}
+    parts = []
     for seg in segs:
         if isinstance(seg, PairSegment):
             dl, rr, ks, scores = one_step_delta(seg, domain.ts, direction)
-            pmf, rho = ctd_pmf(domain.ts, dl, rr)
+            pmf, rho, c = ctd_pmf(domain.ts, dl, rr)
         else:
-            pmf, rho, (ks, scores) = step_dprv(seg.step_key, direction, domain.t_min, domain.t_max, domain.size)
+            pmf, rho, c, (ks, scores) = step_dprv(seg.step_key, direction, domain.t_min, domain.t_max, domain.size)
         rho_tot += seg.steps * rho
         for k, sc in zip(ks, scores):
             shape_scores[k] = shape_scores.get(k, 0.0) + seg.steps * sc
         out.append((pmf, seg.steps))
-    return out, rho_tot, shape_scores
+        parts.append((c, float(np.sum(pmf)) + rho, seg.steps))
+    return out, rho_tot, shape_scores, _budget(parts)
 
 
 def _checked_domain(segs: Sequence, direction: str, delta_error: float, eps_error: float, *,
                     mesh: Optional[float] = None, min_half_width: float = 0.0, delta: Optional[float] = None):
-    """(domain, one-step PMFs, ρ, scores) on a grid whose half-width passes the fine-PMF Chernoff check
-    (:func:`.discretization.fine_half_width`, Lemma R4), widened until it does (at most 4 times)."""
+    """(domain, one-step PMFs, ρ, scores, one-step budget) on a grid whose half-width passes the fine-PMF Chernoff
+    check (:func:`.discretization.fine_half_width`, Lemma R4), widened until it does (at most 4 times)."""
     for _ in range(4):
         domain = make_domain(segs, direction, delta_error, eps_error, min_half_width=min_half_width, mesh=mesh,
                              delta=delta)
-        steps, rho_tot, scores = _step_pmfs(segs, direction, domain)
+        steps, rho_tot, scores, budget = _step_pmfs(segs, direction, domain)
         need = fine_half_width(steps, domain.ts, delta_error, segs, direction)
         if need <= domain.t_max:
-            return domain, steps, rho_tot, scores
+            return domain, steps, rho_tot, scores, budget
         min_half_width = max(need * 1.05, domain.t_max * 1.1)
     raise AccountingError(f"the PRV grid fails its tail bound after 4 widenings (needs half-width {need:.4g}); "
                           "increase noise_multiplier or reduce steps")
@@ -156,7 +189,7 @@ def _checked_domain(segs: Sequence, direction: str, delta_error: float, eps_erro
 
 def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePRV, float, Dict[int, float]]:
     """(composed discrete PRV, total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
-    steps, rho_tot, shape_scores = _step_pmfs(segs, direction, domain)
+    steps, rho_tot, shape_scores, _ = _step_pmfs(segs, direction, domain)
     composed = compose_heterogeneous(dprvs=[DiscretePRV(pmf=p, domain=domain) for p, _ in steps],
                                      num_self_compositions=[t for _, t in steps])
     return composed, rho_tot, shape_scores
@@ -283,18 +316,20 @@ def compose_history(
 ) -> CompositionResult:
     """Compose all segments in one adjacency direction; ε bounds at δ (``mesh``: a finer grid if given).
 
-    epsilon_upper = :func:`epsilon_for_delta` (δ − ρ − δ_error, with the FFT round-off bound B(ε) of Lemma R3) of
-    the dominating composition: a certified bound with no ε_error added (the connect-the-dots PRV dominates, and
+    epsilon_upper = :func:`epsilon_for_delta` (δ·shrink − ρ·M − δ_error, with the FFT round-off bound B(ε) of
+    Lemma R3; shrink and M: the one-step PMFs' own round-off, Lemma R5, :class:`_OneStepBudget`) of the dominating
+    composition: a certified bound with no ε_error added (the connect-the-dots PRV dominates, and
     composition on the aligned grid is exact up to B); δ_error covers the composed right tail beyond the grid
     (≤ δ_error/8, wrapped by the FFT). Where B is not small against δ the composition is redone tilted by the
     Esscher λ of ε (Lemma R3), which makes B negligible where δ is read; where even that cannot certify δ,
     AccountingError. epsilon_lower/estimate as Opacus defines them (estimate at δ, lower at δ + δ_error minus
     ε_error), not certified.
     """
-    domain, steps, rho_tot, shape_scores = _checked_domain(segs, direction, delta_error, eps_error, mesh=mesh,
-                                                           delta=delta)
+    domain, steps, rho_tot, shape_scores, budget = _checked_domain(segs, direction, delta_error, eps_error,
+                                                                   mesh=mesh, delta=delta)
     eff_delta = delta - rho_tot
-    if eff_delta - delta_error <= 0:
+    target = budget.certify(delta, rho_tot, delta_error)  # Lemma R5: the one-step PMFs' round-off
+    if target <= 0:
         raise ValueError(
             f"epsilon is too large to bound at delta={delta}: the probability that the privacy loss of these steps "
             f"is infinite or beyond the accounting grid is only bounded by {min(rho_tot, 1.0):.3g} (≥ delta); "
@@ -304,7 +339,6 @@ def compose_history(
     plain = _certified_composition(steps, domain, 0.0)
     est = epsilon_for_delta(plain, eff_delta)
     lo = max(epsilon_for_delta(plain, eff_delta + delta_error) - eps_error, 0.0)
-    target = eff_delta - delta_error
     up = epsilon_for_delta(plain, target, plain.log_bound)
     naive = epsilon_for_delta(plain, target)
     if up < naive:  # on one PMF the round-off bound only ever raises ε: a smaller one means a step above went wrong
@@ -328,12 +362,13 @@ def compose_history(
 
 def compose_delta(segs: Sequence[Segment], epsilon: float, direction: str, *, eps_error: float = 0.01,
                   delta_error: float = 1e-12) -> float:
-    r"""Certified δ(ε) in one direction: ρ (mass at +∞) + δ of the dominating composed PRV + its round-off bound
-    (Lemma R3) + δ_error/4 (tails)."""
-    domain, steps, rho_tot, _ = _checked_domain(segs, direction, delta_error, eps_error, min_half_width=epsilon + 1.0)
+    r"""Certified δ(ε) in one direction: (ρ·M (mass at +∞) + δ of the dominating composed PRV + its round-off bound
+    (Lemma R3) + δ_error/4 (tails))/shrink (the one-step PMFs' round-off, Lemma R5)."""
+    domain, steps, rho_tot, _, budget = _checked_domain(segs, direction, delta_error, eps_error,
+                                                        min_half_width=epsilon + 1.0)
     cert = _certified_composition(steps, domain, 0.0)
     above = cert.ts > epsilon
     i = int(np.argmax(above)) if above.any() else cert.ts.size
     composed = float(np.sum(cert.pmf[above] * -np.expm1(epsilon - cert.ts[above])))
     bound = math.exp(min(float(cert.log_bound[i]), 0.0)) if i < cert.ts.size else 0.0
-    return float(min(1.0, rho_tot + composed + bound + delta_error / 4.0))
+    return float(min(1.0, budget.bound(composed + bound + delta_error / 4.0, rho_tot)))

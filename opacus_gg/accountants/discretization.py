@@ -22,7 +22,7 @@ import numpy as np
 from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
-from .checks import check_finite, check_pmf, mass_budget
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta
 
@@ -32,14 +32,19 @@ __all__ = ["ctd_pmf", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_w
 MAX_DOMAIN_POINTS = 60_000_000
 
 
-def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray, float]:
-    r"""Dominating discrete P-law on the grid t ("connect the dots"); returns (ω, mass at +∞).
+def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray, float, float]:
+    r"""Dominating discrete P-law on the grid t ("connect the dots"); returns (ω, mass at +∞, c).
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
     s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
-    ``delta`` is read where t ≥ 0 and ``r`` where t < 0 (the other entries are not used).
+    ``delta`` is read where t ≥ 0 and ``r`` where t < 0 (the other entries are not used). One chain of slopes:
+    an interval with both ends at t < 0 has the slope Δr/Δα − 1 in both masses that use it (the mass at the last
+    t < 0 took Δ(1 − α + r)/Δα there, whose cancellation error, ~u/Δα, then entered the profile at every t < 0
+    multiplied by up to 1/Δα; Lemma R5).
 
-    Checked (docs/accounting.md, Lemma R2): the values read are finite, and Σω + ρ = δ_env(α → 0) = 1 up to
+    c bounds the relative round-off of the PMF's privacy profile: δ_ω(t) ≥ (1 − c)·δ_in(t) at every t, δ_in the
+    connect-the-dots profile of the values read (docs/accounting.md, Lemma R5); clipping a negative ω_i to 0 only
+    raises δ_ω. Checked (Lemma R2): the values read are finite, and Σω + ρ = δ_env(α → 0) = 1 up to
     :func:`pmf_mass_budget` (the sum telescopes to 1 in exact arithmetic); AccountingError otherwise.
     """
     alpha = np.exp(t)
@@ -65,6 +70,9 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
     ud = np.diff(full_r) / da
     s[1:n] = sd
     u[1:n] = ud
+    # intervals with both ends at t < 0 (and the slope s_{−1} when t_0 < 0): s = u − 1, the same slope that the
+    # r-side masses below use
+    s[:j0] = u[:j0] - 1.0
     ds = np.diff(s)  # s_i − s_{i−1}, i = 0..n−1
     du = np.diff(u)
     # use the r-side differences where both slopes touch t < 0 only
@@ -73,7 +81,25 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
     omega = np.maximum(alpha * np.where(use_u, du, ds), 0.0)
     rho = float(delta[-1]) if not neg[-1] else 0.0
     check_pmf(omega, "one-step discrete PRV", mass_budget=pmf_mass_budget(n), inf_mass=rho, probability=True)
-    return omega, rho
+    return omega, rho, _relative_roundoff(full_delta, full_r, j0)
+
+
+def _relative_roundoff(full_delta: np.ndarray, full_r: np.ndarray, j0: int) -> float:
+    r"""c of :func:`ctd_pmf` (Lemma R5): 2·max_i e_i/δ_i with e_i = 6u·Σ_{k ≥ i}|Δ_k| + 3u·δ_i (+ 8u for t_i < 0),
+    Δ_k the difference of the values read on interval k (r where both ends are at t < 0, δ otherwise)."""
+    n = full_delta.size
+    if n < 2:
+        return 0.0
+    dif = np.abs(np.diff(full_delta))
+    dif[: max(j0 - 1, 0)] = np.abs(np.diff(full_r[: max(j0, 1)]))[: max(j0 - 1, 0)]
+    tail = np.concatenate([np.cumsum(dif[::-1])[::-1], [0.0]])  # Σ_{k ≥ i} |Δ_k|
+    err = 6.0 * UNIT_ROUNDOFF * tail + 3.0 * UNIT_ROUNDOFF * full_delta
+    err[:j0] += 8.0 * UNIT_ROUNDOFF
+    pos = full_delta > 0
+    if np.any(~pos & (tail > 0)):
+        raise AccountingError("one-step privacy profile: 0 at a grid point below which it still varies (not "
+                              "non-increasing); its round-off cannot be bounded")
+    return float(2.0 * np.max(np.where(pos, err / np.where(pos, full_delta, 1.0), 0.0)))
 
 
 def pmf_mass_budget(n: int) -> float:
@@ -96,7 +122,7 @@ def _log_mgf(seg, direction: str, L0: float) -> Tuple[np.ndarray, float]:
     40001 points of [−L0, L0] (ρ: its mass at +∞)."""
     t = np.linspace(-L0, L0, 40001)
     dl, rr, _, _ = one_step_delta(seg, t, direction)
-    pmf, rho = ctd_pmf(t, dl, rr)
+    pmf, rho, _ = ctd_pmf(t, dl, rr)
     nz = pmf > 0  # zero masses contribute nothing to the MGF
     lp, tz = np.log(pmf[nz]), t[nz]
     return logsumexp(lp[None, :] + _LAMBDAS[:, None] * tz[None, :], axis=1), rho
@@ -233,13 +259,15 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
 
 #: 2 directions × 24 segments (each pmf is one grid: ~10 MB at 10^4 steps)
 @functools.lru_cache(maxsize=48)
-def step_dprv(seg_key: Tuple, direction: str, t_min: float, t_max: float, size: int) -> Tuple[np.ndarray, float, Tuple]:
-    """Cached per-segment discrete PRV on a domain: (pmf, mass at +∞, (ks, scores))."""
+def step_dprv(seg_key: Tuple, direction: str, t_min: float, t_max: float,
+              size: int) -> Tuple[np.ndarray, float, float, Tuple]:
+    """Cached per-segment discrete PRV on a domain: (pmf, mass at +∞, relative round-off c of :func:`ctd_pmf`,
+    (ks, scores))."""
     seg = Segment(*seg_key)
     t = np.linspace(t_min, t_max, size)
     # β = 2 (one exact Gaussian curve, cheap) keeps every point exact; β ≠ 2 takes exact values at every
     # CHORD_STRIDE-th point and chords in between (an upper bound: δ is convex in e^t)
     stride = 1 if seg.beta == 2.0 else CHORD_STRIDE
     dl, rr, ks, scores = one_step_delta(seg, t, direction, stride)
-    pmf, rho = ctd_pmf(t, dl, rr)
-    return pmf, rho, (tuple(ks), tuple(scores))
+    pmf, rho, c = ctd_pmf(t, dl, rr)
+    return pmf, rho, c, (tuple(ks), tuple(scores))
