@@ -300,28 +300,77 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
     return vals
 
 
-def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
+    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d).
+
+    M_j(a) = e^{L_j(a)} is convex in a, so with E = e^G − 1 ≥ M − 1 at the grid points and t = (a − A_i)/(A_{i+1} −
+    A_i), L_j(a) ≤ log(1 + (1 − t)E_i + tE_{i+1}); F(a) := that − λa^p is concave in a (p ≥ 1), so its sup is at
+    most its value plus its tangent's rise at any b ∈ [A_i, A_{i+1}]: F(b) + max(F'(b)(A_i − b), F'(b)(A_{i+1} − b)).
+    b: the stationary point (closed form at p = 2: 2λσ b² + 2λB b − σ = 0, σ the chord's slope, B = 1 + E_i − σA_i;
+    else 24 bisection steps on the sign of F'), clipped; any b gives a valid bound. ``rounded``: raised by 1e-14 × the
+    size of its operands (1 + log1p(C) for the chord C ≥ 0, a sum of non-negative terms; λb^p; the tangent term:
+    a few ulps each, and 1e-14 ≥ 45 ulps).
+    """
+    lam = lam[:, None]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        E = np.expm1(np.maximum(G, 0.0))  # L_j ≥ 0: raising an upper bound to 0 keeps it one
+        lo, hi, Ei, Ej = A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:]
+        width = hi - lo
+        slope = (Ej - Ei) / width
+
+        def value_and_slope(b):
+            t = (b - lo) / width
+            C = (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
+            return np.log1p(C) - lam * b ** p, slope / (1.0 + C) - lam * p * b ** (p - 1.0), C
+
+        if p == 2.0:
+            B = 1.0 + Ei - slope * lo
+            disc = np.sqrt(B * B + 2.0 * slope * slope / np.where(lam > 0, lam, 1.0))
+            b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
+            b = np.where(lam > 0, b, hi)
+        else:  # F' is decreasing: bisection on its sign, 24 halvings
+            left = np.broadcast_to(lo, (lam.shape[0], lo.shape[1]))
+            right = np.broadcast_to(hi, left.shape)
+            for _ in range(24):
+                b = 0.5 * (left + right)
+                rising = value_and_slope(b)[1] > 0
+                left, right = np.where(rising, b, left), np.where(rising, right, b)
+            b = 0.5 * (left + right)
+        b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
+        val, d1, C = value_and_slope(b)
+        out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
+        if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
+            out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
+                                 + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
+    return np.where(np.isnan(out), np.inf, out)
+
+
+def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
                      rounded: bool = False) -> np.ndarray:
-    r"""Upper bounds on sup_{[U_i, U_{i+1}]} (g(u) − λu): min(G_{i+1} − λU_i, sup (K_{i+1} u^s − λu)).
+    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p) = sup_{[U_i, U_{i+1}]} (g(u) − λu) (U = A^p):
+    min(G_{i+1} − λU_i, sup (K_{i+1} u^s − λu), the chord bound of :func:`_chord_sup`).
 
     g ≤ G_{i+1} on the interval by monotonicity; g(u) ≤ K_{i+1} u^s there by :func:`quadratic_coefficient`
-    (K(a_s) bounds L_j(a)/a² for every a ≤ a_s). ``rounded``: each of the two bounds is first raised by
-    1e-15 × the size of its own operands (a few ulps of its subtraction), so the min is an upper bound in
-    floating point too; the slack of a bound is never charged to the other (a huge K of an unused power
-    bound once inflated a bound by 10^49).
+    (K(a_s) bounds L_j(a)/a² for every a ≤ a_s); M_j convex in a (Lemma 4d). ``rounded``: each bound is first
+    raised by 1e-15 (1e-14 for the chord) × the size of its own operands (a few ulps of its subtraction), and
+    U_i = fl(A_i^p) is widened by 4 ulps at each end (so [U_i, U_{i+1}] ⊇ [A_i^p, A_{i+1}^p] exactly), so the min
+    is an upper bound in floating point too; the slack of a bound is never charged to another (a huge K of an
+    unused power bound once inflated a bound by 10^49).
     """
-    step = G[None, 1:] - lam[:, None] * U[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U[None, :-1], U[None, 1:])
+    U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    chord = _chord_sup(lam, G, A, 2.0 / s, rounded)
     if rounded:
         with np.errstate(over="ignore", invalid="ignore"):
-            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U[None, :-1])
-            power = power + 1e-15 * (Kq[None, 1:] * U[None, 1:] ** s + lam[:, None] * U[None, 1:])
+            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
         power = np.where(np.isnan(power), np.inf, power)
-    return np.minimum(step, power)
+    return np.minimum(np.minimum(step, power), chord)
 
 
 def _dual(
-    G: np.ndarray, Kq: np.ndarray, U: np.ndarray, mp: float, dim: int, s: float
+    G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float
 ) -> Tuple[float, float, float, float]:
     r"""(bound, λ, lower, λ_low): bound = min over candidate λ ≥ 0 of F(λ) = λ m^p + d·max_i(interval value),
     rounded up; lower = min_λ [λ m^p + d·max(0, max_i (G_i − λU_i))] (the same dual on grid points only:
@@ -329,20 +378,20 @@ def _dual(
     """
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
-    vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, s), axis=1)
+    vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, A, s), axis=1)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
-        near_vals = near * mp + dim * np.max(_interval_values(near, G, Kq, U, s), axis=1)
+        near_vals = near * mp + dim * np.max(_interval_values(near, G, Kq, U, A, s), axis=1)
         if near_vals.min() < vals[best]:
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = _interval_values(np.array([lam]), G, Kq, U, s, rounded=True)[0]
+    v = _interval_values(np.array([lam]), G, Kq, U, A, s, rounded=True)[0]
     bound = (lam * mp + dim * float(np.max(v))) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
@@ -399,10 +448,10 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         return math.inf
     bound = math.inf
     for _ in range(_REFINE_ROUNDS):
-        bound, lam, lower, lam_low = _dual(G, Kq, U, mp, dim, s)
+        bound, lam, lower, lam_low = _dual(G, Kq, U, A, mp, dim, s)
         if bound <= lower * (1.0 + _REL_TOL):
             return bound
-        e = _interval_values(np.array([lam_low]), G, Kq, U, s)[0]
+        e = _interval_values(np.array([lam_low]), G, Kq, U, A, s)[0]
         attained = max(0.0, float(np.max(G - lam_low * U)))
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:
