@@ -21,7 +21,7 @@ from scipy import fft as sp_fft
 
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
-from .checks import check_pmf, mass_budget
+from .checks import check_finite, check_pmf, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
 __all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
@@ -138,44 +138,47 @@ class DiscretePair:
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n)
 
 
-def _clip700(x: np.ndarray) -> np.ndarray:
-    """np.clip(x, −700, 700) in place (x is a temporary)."""
-    np.minimum(x, 700.0, out=x)
-    np.maximum(x, -700.0, out=x)
-    return x
+def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(w·e^{expo − m}, m) row by row, m the largest log w + expo of the row (0 for an all-zero row): every entry
+    ≤ 1, entries below e^{−745} of the row's largest flush to 0 (far below that row's FFT noise)."""
+    with np.errstate(divide="ignore"):
+        lw = np.log(w)[None, :] + expo
+    m = np.max(lw, axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.exp(lw - m), m
 
 
 def _tilted_convolve(ta, wa, tb, wb, t_out, square=False):
     r"""P-law ω = ω_a * ω_b and Q-law ν = ω e^{−t} of a product pair, accurate in both tails.
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
-    convolve the tilts λ ∈ {0, ±min(1, 600/w), ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
+    convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
     (≈ 1e-16 · max of the tilted array, untilted) is smallest. Without this, FFT noise of ~1e-17 would be
     amplified by e^{±t} in the tails.
     """
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
     width = max(float(t_out[-1] - t_out[0]), 1e-300)
-    # |λ|·width ≤ 600 for every tilt: each tilted input is ≤ e^{|λ|·width/2}·mass, so the product of two
-    # transforms is ≤ e^{600}, inside the float range (λ = ±1 on windows wider than ~700 overflowed)
-    unit = min(1.0, 600.0 / width)
-    lams = [0.0, -unit, unit]
+    lams = [0.0, -1.0, 1.0]
     for c in (30.0, 300.0):  # tilts on the scale of the window
         if c / width > 1.0:
             lams += [-c / width, c / width]
-    # all tilts in one batched real FFT (a squaring, a is b, transforms once)
+    # all tilts in one batched real FFT (a squaring, a is b, transforms once); each tilted input is scaled by
+    # e^{−m} (m: its largest log-mass), so no tilt overflows however wide the window (λ = ±1 on windows wider
+    # than ~700 overflowed the product of the transforms before, and those tilts were lost); m returns in `back`
     lam_col = np.asarray(lams)[:, None]
     n_out = wa.size + wb.size - 1
     nfft = sp_fft.next_fast_len(n_out, real=True)
-    xa = wa[None, :] * np.exp(_clip700(lam_col * (ta - ca)[None, :]))
+    xa, ma = _scaled_tilts(wa, lam_col * (ta - ca)[None, :])
     fa = sp_fft.rfft(xa, nfft, axis=-1, workers=_FFT_WORKERS)
     if square:
-        prod = fa * fa
+        prod, mb = fa * fa, ma
     else:
-        xb = wb[None, :] * np.exp(_clip700(lam_col * (tb - cb)[None, :]))
+        xb, mb = _scaled_tilts(wb, lam_col * (tb - cb)[None, :])
         prod = fa * sp_fft.rfft(xb, nfft, axis=-1, workers=_FFT_WORKERS)
     conv = np.maximum(sp_fft.irfft(prod, nfft, axis=-1, workers=_FFT_WORKERS)[:, :n_out], 0.0)
+    check_finite(conv, "product pair: tilted FFT convolution")
     # per point, the tilt with the smallest round-off 1e-15·max(c_λ)·e^{back_λ} (compared in log space)
-    back = _clip700(-lam_col * (t_out - ca - cb)[None, :])
+    back = -lam_col * (t_out - ca - cb)[None, :] + (ma + mb)
     with np.errstate(divide="ignore"):
         log_noise = np.log(conv.max(axis=1))[:, None] + back
     # first minimum over the tilts (as np.argmin(axis=0), row by row on contiguous rows: much faster)
@@ -186,7 +189,8 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False):
         pick[better] = i
         np.minimum(best, log_noise[i], out=best)
     cols = np.arange(n_out)
-    om = conv[pick, cols] * np.exp(back[pick, cols])
+    with np.errstate(divide="ignore"):  # log 0 = −inf: a zero mass stays 0
+        om = np.exp(np.log(conv[pick, cols]) + back[pick, cols])
     # FFT round-off changes the total mass by ~1e-16 per product (compounding to ~1e-11 over 20 doublings):
     # rescale to the exact total Σω_a·Σω_b, a pure round-off correction
     tot = om.sum()
