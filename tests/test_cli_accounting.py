@@ -265,3 +265,19 @@ def test_noise_multiplier_with_the_count_solves_a_larger_sigma_that_meets_the_ta
     assert main(argv[:4] + ["1"] + argv[5:] + ["--count-noise-multiplier", "1"]) == 2
     last = capsys.readouterr().err.splitlines()[-1]  # after the solver's progress lines
     assert last.startswith("opacus-gg noise-multiplier: error:") and "raise count_noise_multiplier" in last
+
+
+def test_verbose_says_when_the_spread_cover_is_looser_than_the_proven_bound():
+    """At ℓ2 clipping and large d the proven Rényi bound (1.5779 at β = 1.5, d = 10⁶, σ = 1, q = 0.001, T = 10⁵)
+    is below the equal-spread PRV cover (lower 1.6513, upper 1.6616): the bracket printed is the cover's, and the
+    verbose line must not present it as a bracket of ε; where the cover is below the proven bound, no such note."""
+    from opacus_gg.accountants.report import EpsilonReport
+
+    def lines(upper: float) -> list:
+        r = EpsilonReport(epsilon=1.5779, epsilon_lower=upper - 0.01, epsilon_estimate=upper, epsilon_upper=upper,
+                          delta=1e-5, method="rdp", details={"dim": 10 ** 6})
+        return r.verbose_lines()
+
+    loose = [x for x in lines(1.6616) if "PRV over every equal spread" in x]
+    assert len(loose) == 1 and "not a bracket of epsilon" in loose[0] and len(loose[0]) <= 160
+    assert not any("not a bracket" in x for x in lines(1.2799))

@@ -116,8 +116,13 @@ class EpsilonReport:
         b = self.prv_bracket()
         what = "sampled PRV (paper mode)" if self.method == "paper" else (
             "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
+        # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):
+        # where that cover is looser than the proven bound, its bracket is the cover's, not ε's
+        loose = b["scope"] == "equal_spreads" and b["upper"] > self.epsilon
         lines.append(f"  {what}: lower {fmt_down(b['lower'], digits)}, estimate {b['estimate']:.{digits}f}, "
-                     f"upper {fmt_up(b['upper'], digits)}")
+                     f"upper {fmt_up(b['upper'], digits)}"
+                     + (" (the spread cover's, looser than the proven bound: not a bracket of epsilon)"
+                        if loose else ""))
         if self.method != "paper":
             lines.append(f"  worst case: {self.direction} direction, shift spread over {self.shape_k} coordinate(s)")
         return lines
