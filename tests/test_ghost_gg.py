@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from ddp_helpers import WORLD, spawn
 from scipy import stats
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -105,39 +103,32 @@ def test_ghost_with_p_other_than_2_is_refused(kw):
                                        criterion=nn.CrossEntropyLoss(), **kw)
 
 
-def _fsdp_worker(rank: int, port: int, out_dir: str, world: int) -> None:
-    warnings.filterwarnings("ignore")
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        from opacus.utils.fsdp_utils import FSDP2Wrapper
+def _fsdp_worker(rank: int, out_dir: str) -> None:
+    from opacus.utils.fsdp_utils import FSDP2Wrapper
 
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5))
-        dp_model = FSDP2Wrapper(model)
-        g = torch.Generator().manual_seed(10 + rank)  # each rank its own data
-        ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
-        pe = GGPrivacyEngine()
-        dp_model, opt, crit, dl = pe.make_private(
-            module=dp_model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
-            data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False,
-            grad_sample_mode="ghost_fsdp", beta=1.5, clip_norm_p=2.0,
-            noise_generator=torch.Generator().manual_seed(3 + rank))
-        assert isinstance(opt, GGFSDPOptimizerFastGradientClipping)
-        for x, y in dl:
-            opt.zero_grad()
-            crit(dp_model(x), y).backward()
-            opt.step()
-        eb = opt.expected_batch_size  # p.grad = (ĝ + Z/world)/eb: the last step's noise per coordinate
-        noise = [(p.grad * eb - opt.grad_state[p]["summed_grad"]).full_tensor().flatten().tolist() for p in opt.params]
-        full = [p.full_tensor().detach().flatten().tolist() for p in model.parameters()]
-        local = [p.to_local().detach().numel() for p in model.parameters()]
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump({"full": full, "local": local, "noise": sum(noise, []), "history": pe.accountant.history, "dim": opt.dim,
-                       "eps": pe.get_epsilon(1e-5)}, f)
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5))
+    dp_model = FSDP2Wrapper(model)
+    g = torch.Generator().manual_seed(10 + rank)  # each rank its own data
+    ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
+    pe = GGPrivacyEngine()
+    dp_model, opt, crit, dl = pe.make_private(
+        module=dp_model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
+        data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False,
+        grad_sample_mode="ghost_fsdp", beta=1.5, clip_norm_p=2.0,
+        noise_generator=torch.Generator().manual_seed(3 + rank))
+    assert isinstance(opt, GGFSDPOptimizerFastGradientClipping)
+    for x, y in dl:
+        opt.zero_grad()
+        crit(dp_model(x), y).backward()
+        opt.step()
+    eb = opt.expected_batch_size  # p.grad = (ĝ + Z/world)/eb: the last step's noise per coordinate
+    noise = [(p.grad * eb - opt.grad_state[p]["summed_grad"]).full_tensor().flatten().tolist() for p in opt.params]
+    full = [p.full_tensor().detach().flatten().tolist() for p in model.parameters()]
+    local = [p.to_local().detach().numel() for p in model.parameters()]
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump({"full": full, "local": local, "noise": sum(noise, []), "history": pe.accountant.history, "dim": opt.dim,
+                   "eps": pe.get_epsilon(1e-5)}, f)
 
 
 @pytest.mark.slow
@@ -145,11 +136,8 @@ def test_ghost_fsdp_gg_on_two_gloo_processes(tmp_path):
     """FSDP2 on two gloo processes on CPU, β = 1.5, p = 2: both ranks end with the same full parameters, each
     holds part of them, every coordinate got GG(β, σC/2) noise from the rank owning it (KS over the last
     step's noise of all d coordinates), and the accountant saw the whole model's d with p = 2."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_fsdp_worker, args=(port, str(tmp_path), 2), nprocs=2, join=True, start_method="spawn")
-    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    spawn(_fsdp_worker, str(tmp_path), check_freed=False)  # DTensor holds the group (ddp_helpers.spawn): left
+    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     assert res[0]["full"] == res[1]["full"]
     d = sum(len(x) for x in res[0]["full"])
     assert res[0]["dim"] == d == 10 * 64 + 64 + 64 * 5 + 5
@@ -161,52 +149,42 @@ def test_ghost_fsdp_gg_on_two_gloo_processes(tmp_path):
     assert res[0]["eps"] == res[1]["eps"] > 0
 
 
-def _ddp_worker(rank: int, port: int, out_dir: str, world: int) -> None:
-    warnings.filterwarnings("ignore")
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+def _ddp_worker(rank: int, out_dir: str) -> None:
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 
-        from opacus_gg.optimizers import GGDistributedDPOptimizerFastGradientClipping
+    from opacus_gg.optimizers import GGDistributedDPOptimizerFastGradientClipping
 
-        torch.manual_seed(0)
-        model = DPDDP(nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)))
-        g = torch.Generator().manual_seed(10 + rank)
-        ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
-        model, opt, crit, dl = GGPrivacyEngine().make_private(
-            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
-            data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0,
-            poisson_sampling=False, grad_sample_mode="ghost", beta=1.5, clip_norm_p=2.0,
-            noise_generator=torch.Generator().manual_seed(3))
-        assert isinstance(opt, GGDistributedDPOptimizerFastGradientClipping)
-        for x, y in dl:
-            opt.zero_grad()
-            crit(model(x), y).backward()
-            opt.step()
-        # the last step's released sum: rank 0's noise once in the all-reduced gradient (mean over 2 ranks)
-        noise = [(p.grad * opt.expected_batch_size * world).flatten() for p in opt.params]
-        sums = [p.summed_grad.clone() for p in opt.params]
-        for s_ in sums:
-            dist.all_reduce(s_)
-        noise = torch.cat([z - s_.flatten() for z, s_ in zip(noise, sums)])
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump({"params": torch.cat([p.detach().flatten() for p in model.parameters()]).tolist(),
-                       "noise": noise.tolist()}, f)
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    model = DPDDP(nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)))
+    g = torch.Generator().manual_seed(10 + rank)
+    ds = TensorDataset(torch.randn(32, 10, generator=g), torch.randint(0, 5, (32,), generator=g))
+    model, opt, crit, dl = GGPrivacyEngine().make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), criterion=nn.CrossEntropyLoss(),
+        data_loader=DataLoader(ds, batch_size=16), noise_multiplier=1.0, max_grad_norm=1.0,
+        poisson_sampling=False, grad_sample_mode="ghost", beta=1.5, clip_norm_p=2.0,
+        noise_generator=torch.Generator().manual_seed(3))
+    assert isinstance(opt, GGDistributedDPOptimizerFastGradientClipping)
+    for x, y in dl:
+        opt.zero_grad()
+        crit(model(x), y).backward()
+        opt.step()
+    # the last step's released sum: rank 0's noise once in the all-reduced gradient (mean over 2 ranks)
+    noise = [(p.grad * opt.expected_batch_size * WORLD).flatten() for p in opt.params]
+    sums = [p.summed_grad.clone() for p in opt.params]
+    for s_ in sums:
+        dist.all_reduce(s_)
+    noise = torch.cat([z - s_.flatten() for z, s_ in zip(noise, sums)])
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump({"params": torch.cat([p.detach().flatten() for p in model.parameters()]).tolist(),
+                   "noise": noise.tolist()}, f)
 
 
 @pytest.mark.slow
 def test_ghost_ddp_gg_on_two_gloo_processes(tmp_path):
     """DDP ghost clipping on two gloo processes, β = 1.5, p = 2: the same parameters on both ranks, and the
     released sum holds GG(β, σC) noise once (rank 0's; KS over all coordinates of the last step)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_ddp_worker, args=(port, str(tmp_path), 2), nprocs=2, join=True, start_method="spawn")
-    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    spawn(_ddp_worker, str(tmp_path))
+    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     assert res[0]["params"] == res[1]["params"]
     ks = stats.kstest(res[0]["noise"], stats.gennorm(1.5, scale=gennorm_scale(1.5, 1.0)).cdf)
     assert ks.pvalue > 1e-3, ks
