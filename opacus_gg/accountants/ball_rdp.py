@@ -175,16 +175,7 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
     Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap). Cached per (j, a_s, β).
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
-    out = np.empty(shifts.shape)
-    todo = []
-    for i, a in enumerate(shifts.tolist()):
-        key = (int(j), a, float(beta))
-        if a == 0.0:
-            out[i] = 0.0
-        elif key in _k_cache:
-            out[i] = _k_cache[key]
-        else:
-            todo.append(i)
+    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j), a, float(beta)))
     if not todo:
         return out
     a = shifts[todo]

@@ -90,6 +90,22 @@ def _peak(j: float, a: float, beta: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def cached_split(shifts: np.ndarray, cache: dict, key, zero: bool = False) -> Tuple[np.ndarray, list]:
+    """(values, indices still to compute) for a batch of shifts: 0 where a = 0 (or everywhere if ``zero``), the
+    cached value where ``cache`` holds ``key(i, a)``, and the index i otherwise (the caller fills those in)."""
+    out = np.zeros(shifts.shape)
+    todo = []
+    for i, a in enumerate(shifts.tolist()):
+        if zero or a == 0.0:
+            continue
+        k = key(i, a)
+        if k in cache:
+            out[i] = cache[k]
+        else:
+            todo.append(i)
+    return out, todo
+
+
 def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) -> np.ndarray:
     r"""Upper bounds on log M(j; a) = log ∫ e^{g(x)} dx − log Z for every shift a in ``shifts`` (one batch),
     g(x) = −(j|x − a|^β + (1 − j)|x|^β)/β, j > 0: enclosures, not estimates (docs/accounting.md, "The moment
@@ -111,16 +127,8 @@ def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) ->
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
     eps_arr = np.broadcast_to(np.asarray(epsrel, dtype=np.float64), shifts.shape)
     log_z = _log_z(beta)
-    out = np.zeros(shifts.shape)
-    todo = []
-    for i, a in enumerate(shifts.tolist()):
-        key = (float(j), a, float(beta), float(eps_arr[i]))
-        if j == 1.0 or a == 0.0:
-            out[i] = 0.0
-        elif key in _moment_cache:
-            out[i] = _moment_cache[key]
-        else:
-            todo.append(i)
+    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (float(j), a, float(beta), float(eps_arr[i])),
+                             zero=j == 1.0)
     if not todo:
         return out
     own, XL, XR, setups = [], [], [], {}
