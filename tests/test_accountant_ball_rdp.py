@@ -363,3 +363,21 @@ def test_lemma6_add_bound_needs_the_reverse_moment_and_holds_for_gg_pairs():
             logm = np.array([br.log_moment_upper(j, a, beta) if j >= 2 else 0.0 for j in range(alpha + 1)])
             bound = math.exp((alpha - 1) * subsampled_rdp_from_log_moments([alpha], qq, logm)["add"][0])
             assert bound >= add * (1 - 1e-9)
+
+
+def test_beta_three_rdp_sup_is_attained_by_one_hot_at_p2_and_by_a_mixed_shape_at_p3():
+    """β = 3, m = 1 (docs/accounting.md, issue 21 item 4): at p = 2 the proven per-order sup S_8 over the ball is
+    within 0.5 % of the one-hot moment at d = 1000 (and never below it); at p = β = 3, d = 1000 a shape with one
+    coordinate carrying 82 % of the p-mass and the rest spread equally is ≤ S_8 (the bound holds), within 1 % of
+    it, and > 1.05 × every equal spread k ∈ {1, 10, 100, 1000} (the equal-spread conjecture fails above β = 2)."""
+    beta, j, d = 3.0, 8, 1000
+    one_hot = br.log_moment_upper(j, 1.0, beta)
+    s_p2 = br.ball_log_moment(j, 1.0, beta, d, 2.0)
+    assert one_hot <= s_p2 <= 1.005 * one_hot
+    s_p3 = br.ball_log_moment(j, 1.0, beta, d, 3.0)
+    r = 0.18
+    mixed = (br.log_moment_upper(j, (1 - r) ** (1 / 3), beta)
+             + (d - 1) * br.log_moment_upper(j, (r / (d - 1)) ** (1 / 3), beta))
+    assert mixed <= s_p3 <= 1.01 * mixed
+    spreads = [k * br.log_moment_upper(j, k ** (-1 / 3), beta) for k in (1, 10, 100, 1000)]
+    assert mixed > 1.05 * max(spreads)
