@@ -119,7 +119,7 @@ def compute_epsilon_history(
         "mesh": worst.mesh,
         "eps_error": eps_error,
         "delta_error": delta_error,
-        "dim": segs[0].dim if len({sg.dim for sg in segs}) == 1 else sorted({sg.dim for sg in segs}),
+        "dim": _dims(segs),
         "shape_scores": {f"{k[0]}-{k[1]}": float(v) for k, v in scores.items()},
         "shapes": sorted([int(k[0]), int(k[1])] for k in scores),
     }
@@ -143,13 +143,18 @@ def compute_epsilon_history(
     return report
 
 
+def _dims(segs: Sequence[Segment]):
+    """The ``dim`` shown in a report's details: the segments' d, or the sorted distinct values where they differ."""
+    dims = sorted({s.dim for s in segs})
+    return dims[0] if len(dims) == 1 else dims
+
+
 def _full_batch_report(segs: Sequence[Segment], delta: float) -> EpsilonReport:
     r"""Every segment at β = 2, q = 1: the composition is one Gaussian pair with shift μ (:mod:`.full_batch`),
     whose exact ε(δ) (Balle & Wang's closed form) is published rounded up; no PRV grid, so any T and δ."""
     mu = full_batch_shift(segs)
     eps = gaussian_epsilon(mu, delta)
-    details = {"gaussian_mu": float(mu), "dim": segs[0].dim if len({sg.dim for sg in segs}) == 1
-               else sorted({sg.dim for sg in segs})}
+    details = {"gaussian_mu": float(mu), "dim": _dims(segs)}
     return EpsilonReport(epsilon=eps, epsilon_lower=eps, epsilon_estimate=eps, epsilon_upper=eps, delta=delta,
                          mode="certified", scope="proven", method="gaussian", details=details)
 
