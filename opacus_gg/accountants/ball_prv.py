@@ -62,8 +62,20 @@ def envelope_pair(pairs, t: np.ndarray) -> DiscretePair:
             pr.__dict__.pop("_cums", None)  # the table keeps thousands of pairs: drop their cumulative sums
         d = a if d is None else np.maximum(d, a)
         rr = b if rr is None else np.maximum(rr, b)
-    delta[pos] = d
-    r[~pos] = np.exp(t[~pos]) * rr
+    # The max of the sampled curves is convex only up to round-off (β = 1.8: ctd_pmf's mass 1 + 2.97e-11). Take
+    # the lower convex hull in α of the max, as base_pair does: each input curve is convex in α, so the chord
+    # between two hull vertices lies above it there, and every hull value is ≥ every input curve (still dominates).
+    alpha_all = np.exp(t)
+    x = np.concatenate([[0.0], alpha_all])
+    yd = np.empty(x.size)
+    yr = np.empty(x.size)
+    yd[0], yr[0] = 1.0, 0.0
+    r_neg = alpha_all[~pos] * rr
+    yd[1:][pos], yr[1:][pos] = d, d - 1.0 + alpha_all[pos]
+    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha_all[~pos] + r_neg, r_neg
+    hull = _lower_hull(x, yd, yr, np.concatenate([[True], ~pos]))
+    delta[pos] = np.interp(alpha_all[pos], x[hull], yd[hull])
+    r[~pos] = np.interp(alpha_all[~pos], x[hull], yr[hull])
     return _pair_from_profile(t, delta, r)
 
 
