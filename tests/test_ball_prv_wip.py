@@ -41,6 +41,16 @@ def test_envelope_pair_dominates_its_pairs_and_is_realizable():
         assert _le(_curves(pr), _curves(env))
 
 
+def test_envelope_of_nearly_equal_crossing_curves_is_realizable_and_dominates():
+    # β = 1.8: the max of near-equal sampled curves is convex only up to round-off; the hull makes it realizable
+    t = _grid(10.0, 0.005)
+    pairs = [GGPair(a, 1.8) for a in (0.7, 0.7 * (1 + 1e-9), 0.7 * (1 - 1e-9), 1.3)]
+    env = envelope_pair(pairs, t)
+    assert np.all(env.omega >= 0) and abs(env.omega.sum() + env.p_inf - 1.0) <= 1e-9
+    for pr in pairs:
+        assert _le(_curves(pr), _curves(env))
+
+
 @pytest.mark.slow
 def test_base_pair_dominates_shapes_of_small_coordinates():
     beta = p = 1.5
