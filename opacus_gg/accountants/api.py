@@ -21,6 +21,7 @@ Rényi bound over the ℓp ball (:mod:`.ball_rdp`), which holds for every settin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import warnings
 from typing import Optional, Sequence, Tuple
@@ -28,17 +29,32 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
+from .ball_prv import TableSpec, ball_table, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .checks import AccountingError
 from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
-from .history import Segment, normalize_history
+from .history import PairSegment, Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import is_certified
 
-__all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history", "compute_delta"]
+__all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history", "compute_delta",
+           "ball_table_epsilon", "BALL_BOUNDS"]
 
 MODES = ("certified", "paper")
+#: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
+#: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`; fast) or "table" (the smaller of that and the PRV of the
+#: ball table's pair, :mod:`.ball_prv`, for p ≤ 2; one table per (β, p, σ), 1.5–3 min each, kept per process)
+BALL_BOUNDS = ("renyi", "table")
+#: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`)
+TABLE_SPEC = TableSpec()
+
+
+def validate_ball_bound(ball_bound: str) -> str:
+    """``ball_bound`` must be one of :data:`BALL_BOUNDS`."""
+    if ball_bound not in BALL_BOUNDS:
+        raise ValueError(f"ball_bound must be one of {BALL_BOUNDS}, got {ball_bound!r}")
+    return ball_bound
 
 
 def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float]) -> Tuple[float, float]:
@@ -73,16 +89,20 @@ def compute_epsilon_history(
     mode: str = "certified",
     eps_error: float = 0.01,
     delta_error: Optional[float] = None,
+    ball_bound: str = "renyi",
     **paper_kwargs,
 ) -> EpsilonReport:
     r"""ε(δ) of a history of Poisson-subsampled GG steps (certified: max over add/remove of ε_upper).
 
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
-    paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2).
+    paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
+    (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
+    (:mod:`.ball_prv`, p ≤ 2) and publishes the smaller proven ε (method "prv_table" where the table wins).
     """
     delta = validate_delta(delta)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    ball_bound = validate_ball_bound(ball_bound)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     segs = normalize_history(history)
     if mode == "paper":
@@ -140,7 +160,73 @@ def compute_epsilon_history(
     if uncertified:
         rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
         report = combine(report, rdp_eps, rdp_order)
+        if ball_bound == "table":
+            report = _with_ball_table(report, segs, delta, eps_error, delta_error)
     return report
+
+
+def _ball_table_segments(segs: Sequence[Segment], spec: TableSpec) -> Optional[list]:
+    """The history with every segment the PRV does not certify replaced by its ball table's pair
+    (:class:`.history.PairSegment`, round-off C attached); None where a segment is outside the table (p > 2, a
+    count query)."""
+    out = []
+    for s in segs:
+        if is_certified(s.beta, s.dim, s.clip_norm_p):
+            out.append(s)
+        elif table_applies(s.beta, s.clip_norm_p, s.count_noise_multiplier):
+            tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p, spec)
+            out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
+        else:
+            return None
+    return out
+
+
+def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: float = 0.01,
+                       delta_error: Optional[float] = None, spec: TableSpec = TableSpec()):
+    r"""({direction: ε_upper}) of the PRV composition of the ball tables' pairs (docs/accounting.md, Lemmas T1–T4):
+    a proven upper bound for every shift in the ℓp ball, any d; None where a segment is outside the table."""
+    delta = validate_delta(delta)
+    eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
+    pair_segs = _ball_table_segments(segs, spec)
+    if pair_segs is None:
+        return None
+    return {d: _compose_tight(pair_segs, delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add")}
+
+
+#: what ``ball_bound="table"`` says where it cannot help (the Rényi bound is then published)
+_TABLE_OUT_OF_SCOPE = ("ball_bound='table' covers clip_norm_p <= 2 without a count query (adaptive clipping); "
+                       "the published epsilon is the Rényi bound")
+
+
+def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float):
+    """:func:`ball_table_epsilon`, or None with a one-line warning where it is out of scope or its numerics fail
+    (the Rényi bound is then published)."""
+    try:
+        with _quiet_floats():
+            by_dir = ball_table_epsilon(segs, delta, eps_error=eps_error, delta_error=delta_error, spec=TABLE_SPEC)
+    except PRV_OUT_OF_RANGE as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.warn(f"ball_bound='table': the ball table's PRV could not certify its numerics ({reason}); the "
+                      "published epsilon is the Rényi bound", UserWarning, stacklevel=4)
+        return None
+    if by_dir is None:
+        warnings.warn(_TABLE_OUT_OF_SCOPE, UserWarning, stacklevel=4)
+    return by_dir
+
+
+def _with_ball_table(report: EpsilonReport, segs: Sequence[Segment], delta: float, eps_error: float,
+                     delta_error: float) -> EpsilonReport:
+    """The report with the ball table's ε published where it is below the Rényi bound (both proven)."""
+    by_dir = _table_or_none(segs, delta, eps_error, delta_error)
+    if by_dir is None:
+        return report
+    eps = max(by_dir.values())
+    details = {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir}
+    if not eps < report.epsilon:
+        return dataclasses.replace(report, details=details)
+    spreads = report.epsilon_upper
+    return dataclasses.replace(report, epsilon=eps, method="prv_table", details=details,
+                               epsilon_equal_spreads=spreads if spreads < eps else None)
 
 
 def _dims(segs: Sequence[Segment]):
@@ -206,21 +292,28 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
 
 
 def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_error: float = 0.01,
-                           delta_error: Optional[float] = None) -> float:
+                           delta_error: Optional[float] = None, ball_bound: str = "renyi") -> float:
     r"""The proven ε(δ) alone: ``compute_epsilon_history(history, delta).epsilon``, computing only what it needs.
 
     Where the PRV covers every shift (β = 2, d = 1 or p = ∞ in every segment) that is the PRV bound; otherwise
     the published ε is the Rényi bound over the ℓp ball (:func:`.ball_rdp.rdp_ball_epsilon`), and the
     equal-spread PRV (printed beside it by :func:`compute_epsilon_history`) is not computed at all: this is the
     per-step path of ``GGPRVAccountant.get_epsilon`` and of the σ solver. Empty history: 0; σ = 0: ∞ (warning).
+    ``ball_bound="table"``: the smaller of that and the ball table's ε (:func:`ball_table_epsilon`).
     """
     delta = validate_delta(delta)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
+    ball_bound = validate_ball_bound(ball_bound)
     segs = normalize_history(history)
     if not segs or any(s.noiseless for s in segs) or all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
         return compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error,
                                        delta_error=delta_error).epsilon
-    return rdp_ball_epsilon(segs, delta)[0]
+    eps = rdp_ball_epsilon(segs, delta)[0]
+    if ball_bound == "table":
+        by_dir = _table_or_none(segs, delta, eps_error, delta_error)
+        if by_dir is not None:
+            eps = min(eps, max(by_dir.values()))
+    return eps
 
 
 def _as_entries(segs: Sequence[Segment]) -> list:
@@ -260,6 +353,7 @@ def compute_epsilon(
     mode: str = "certified",
     eps_error: float = 0.01,
     delta_error: Optional[float] = None,
+    ball_bound: str = "renyi",
     **paper_kwargs,
 ) -> EpsilonReport:
     """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history` (``count_noise_multiplier``:
@@ -273,6 +367,7 @@ def compute_epsilon(
         mode=mode,
         eps_error=eps_error,
         delta_error=delta_error,
+        ball_bound=ball_bound,
         **paper_kwargs,
     )
 

@@ -1,105 +1,183 @@
-r"""WORK IN PROGRESS (issue 21 item 1; not wired into the accountant): a PRV-level dominating pair for every
-shift of the ℓp ball, by a dynamic programme over (remaining p-mass R, cap c). See docs/wip_issue21_dp_table.md.
+r"""A PRV-level dominating pair for every shift of the ℓp ball (1 ≤ p ≤ 2): the table over (p-mass, cap).
 
-Units: noise GG(β, 1) per coordinate, m = 1/noise_multiplier, shifts μ ≥ 0 (reflection, Lemma A), ‖μ‖_p^p ≤ R.
-E(R, c) dominates (P_μ, Q^{⊗n}) for every n and every μ with max μ_i ≤ c and Σ μ_i^p ≤ R.
+Noise units: GG(β, 1) per coordinate, m = 1/noise_multiplier, shifts μ ≥ 0 (reflection, Lemma A) with
+‖μ‖_p ≤ m, in any dimension. E(R, c) is a discrete pair that dominates (P_μ, Q^{⊗n}) for every n and every μ with
+max μ_i ≤ c and Σ μ_i^p ≤ R (docs/accounting.md, "Every shift at PRV level: the table over (p-mass, cap)").
 
-Lattice a_0 < a_1 < … < a_J (a_J = m). Split on the cell (a_{j−1}, a_j] of the largest coordinate:
+Lattice a_0 < a_1 < … < a_J = m (ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, a_0 ≤ a0·m);
+p-mass grid R_i = i·ΔR (ΔR < a_0^p, R_N ≥ m^p). Split on the cell (a_{j−1}, a_j] of the largest coordinate:
 
-    E(R, a_0) = Base(R, a_0)                                           (every coordinate ≤ a_0)
-    E(R, a_j) = env(E(R, a_{j−1}), GG_{a_j} ⊗ E(⌈R − a_{j−1}^p⌉, a_j))   if a_{j−1}^p < R, else E(R, a_{j−1})
+    E(R_i, a_0) = Base(R_i, a_0)                                            (every coordinate ≤ a_0)
+    E(R_i, a_j) = env(E(R_i, a_{j−1}), GG_{a_j} ⊗ E(R_k, a_j)),  R_k = ⌈R_i − a_{j−1}^p⌉   if a_{j−1}^p < R_i
+    E(R_i, a_j) = E(R_i, a_{j−1})                                                           otherwise
 
-(GG_{μ₁} ≼ GG_{a_j}: Lemma A; the rest has cap ≤ a_j and mass ≤ R − a_{j−1}^p; tensor: Lemma B; R rounded UP
-on a uniform grid of step ΔR ≤ a_0^p, so the recursion only reads smaller R). env = the connect-the-dots pair
-of the pointwise max of the hockey-stick curves on a uniform loss grid (realizable: a max of hockey-stick
-curves is convex, non-increasing, 1 at α = 0; its chord interpolation is the curve of a discrete pair, and
-the other direction's curve is a monotone transform of this one).
+(Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
+curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair
+(Lemma T3). The computed pairs carry the connect-the-dots round-off: each state records C with
+δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
+symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
+pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact
+ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5).
 
-Base(R, a_0): every shift with coordinates ≤ a_0 and mass ≤ R has log E_Q[e^{jℓ}] = Σ_i L_j(μ_i) ≤ R·Λ_j,
-Λ_j ≥ sup_{0 < a ≤ a_0} L_j(a)/a^p (enclosed moments on a grid, Lemma 2 between grid points, Lemma 4b's
-quadratic bound below the grid), in both directions (Lemma 1). For every λ = j > 1 and α > 0,
-(x − α)_+ ≤ x^j·(j−1)^{j−1}/(j^j α^{j−1}), so H_α ≤ U(α) = min_j exp(RΛ_j)(j−1)^{j−1}/(j^j α^{j−1}); for α < 1,
-H_α(P‖Q) = 1 − α + αH_{1/α}(Q‖P) ≤ 1 − α + αU(1/α). The set's curves are convex and ≤ U, hence ≤ the lower
-convex hull of U on the grid, which is realized as a pair.
+Cost: one table per (β, p, σ) (m = 1/σ sets the lattice): about 45–50k states, 1.5–3 min and ~60 MB on one
+core at the defaults; the tables are kept for the process (:func:`ball_table`, LRU).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..validation import validate_beta, validate_positive
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
 from .checks import AccountingError, check_finite
 from .discrete import DiscretePair
 from .discretization import ctd_pmf
 from .gg_pair import GGPair
 
-__all__ = ["envelope_pair", "base_pair", "BallTable", "build_table"]
+__all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_log_moment_rates",
+           "build_table", "ball_table", "table_applies", "loss_grid"]
 
 
-def _grid(half_width: float, h: float) -> np.ndarray:
-    n = int(math.ceil(half_width / h))
+@dataclass(frozen=True)
+class TableSpec:
+    r"""Resolution of a ball table, relative to m = 1/σ (so one spec means the same work at every σ).
+
+    Lattice: ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, down to a_0 ≤ ``a0``·m; loss grid:
+    step ``h``·m on [−``half_width``·m, ``half_width``·m]; Base: Rényi orders ``orders``. Any spec gives an upper
+    bound; finer ones a tighter one (defaults: within ~1 % of the worst equal spread at β = p = 1.5)."""
+
+    a0: float = 0.03
+    ratio_low: float = 1.02
+    ratio_high: float = 1.005
+    high_from: float = 0.3
+    h: float = 0.005
+    half_width: float = 10.0
+    orders: Tuple[int, ...] = tuple(range(2, 65))
+
+    def __post_init__(self) -> None:
+        for name in ("a0", "h", "half_width"):
+            validate_positive(getattr(self, name), name)
+        if not (self.ratio_low > 1.0 and self.ratio_high > 1.0):
+            raise ValueError(f"ratio_low and ratio_high must be > 1, got {self.ratio_low}, {self.ratio_high}")
+        if not (0.0 < self.high_from <= 1.0 and self.a0 < 1.0):
+            raise ValueError(f"high_from must be in (0, 1] and a0 < 1, got {self.high_from}, {self.a0}")
+        if not self.orders or min(self.orders) < 2:
+            raise ValueError(f"orders must be integers ≥ 2, got {self.orders!r}")
+
+
+def table_applies(beta: float, clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
+    """Whether the table covers a segment: p ≤ 2 (its Base needs Σμ² ≤ a_0^{2−p}·R) and no count coordinate."""
+    return clip_norm_p <= 2.0 and count_noise_multiplier is None and beta >= 1.0
+
+
+def loss_grid(m: float, spec: TableSpec) -> np.ndarray:
+    """The table's uniform loss grid: step h·m, symmetric about 0, half-width ≥ half_width·m."""
+    h = spec.h * m
+    n = int(math.ceil(spec.half_width / spec.h))
     return h * np.arange(-n, n + 1, dtype=np.float64)
 
 
-def envelope_pair(pairs, t: np.ndarray) -> DiscretePair:
-    r"""Connect-the-dots pair on the uniform grid t of max_k H_α(P_k‖Q_k): dominates every pair in ``pairs``."""
+class Swapped:
+    r"""The pair (Q, P) of a pair (P, Q): H_α(Q‖P) and H_α(P‖Q) exchanged (for the symmetric envelope of T and its
+    swap: every shift's pair is symmetric, so it is dominated by T in both orientations iff by this envelope)."""
+
+    def __init__(self, pair) -> None:
+        self.pair = pair
+
+    def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
+        """H_α(Q‖P) of the wrapped pair."""
+        return self.pair.h_qp(alpha, log_alpha)
+
+    def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
+        """H_α(P‖Q) of the wrapped pair."""
+        return self.pair.h_pq(alpha, log_alpha)
+
+
+def _lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray) -> np.ndarray:
+    """Indices of the lower convex hull of (x_i, y_i), x increasing, y = yd = yr + (1 − x) (the same function in
+    two coordinates: yr accurate where ``use_r``). The orientation test is invariant under adding a linear
+    function, so it reads yr when all three points have ``use_r`` and yd otherwise.
+
+    Each pass drops every point on or above the chord of its current neighbours (such a point is not a vertex of
+    the lower hull, and dropping several at once keeps every vertex: a vertex lies strictly below the chord of any
+    two points around it), until the chain is convex. (A wrong decision by round-off only leaves the result
+    slightly non-convex; the connect-the-dots step then clips a negative mass, which raises the curve.)"""
+    idx = np.arange(x.size)
+    for _ in range(x.size):
+        if idx.size < 3:
+            return idx
+        i0, i1, i2 = idx[:-2], idx[1:-1], idx[2:]
+        rr = use_r[i0] & use_r[i1] & use_r[i2]
+        y0 = np.where(rr, yr[i0], yd[i0])
+        y1 = np.where(rr, yr[i1], yd[i1])
+        y2 = np.where(rr, yr[i2], yd[i2])
+        drop = (y1 - y0) * (x[i2] - x[i0]) >= (y2 - y0) * (x[i1] - x[i0])
+        if not drop.any():
+            return idx
+        keep = np.ones(idx.size, dtype=bool)
+        keep[1:-1] = ~drop
+        idx = idx[keep]
+    return idx
+
+
+def _hull_pair(t: np.ndarray, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[DiscretePair, float]:
+    r"""(pair, c): the connect-the-dots pair of the lower convex hull in α of the points (0, 1) and (α_i, δ_i)
+    (δ read where t ≥ 0, r = δ − 1 + α where t < 0), c its relative round-off (Lemma R5: δ_pair ≥ (1 − c)·δ_hull)."""
+    alpha = np.exp(t)
+    pos = t >= 0
+    x = np.concatenate([[0.0], alpha])
+    yd = np.empty(x.size)
+    yr = np.empty(x.size)
+    yd[0], yr[0] = 1.0, 0.0
+    yd[1:][pos], yr[1:][pos] = d_pos, d_pos - 1.0 + alpha[pos]
+    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r_neg, r_neg
+    hull = _lower_hull(x, yd, yr, np.concatenate([[True], ~pos]))
+    delta = np.full(t.shape, np.nan)
+    r = np.full(t.shape, np.nan)
+    # each side interpolated in its accurate coordinate between hull vertices (both are linear in α)
+    delta[pos] = np.interp(alpha[pos], x[hull], yd[hull])
+    r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
+    omega, rho, c = ctd_pmf(t, delta, r)
+    nu = omega * np.exp(-t)
+    q_ninf = max(1.0 - float(nu.sum()), 0.0)
+    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, nu, float(rho), q_ninf), float(c)
+
+
+def envelope_pair(pairs: Sequence, t: np.ndarray) -> Tuple[DiscretePair, float]:
+    r"""(pair, c): a discrete pair on the grid t dominating every pair in ``pairs`` (Lemma T2).
+
+    Reads max_k H_α(P_k‖Q_k) at α = e^t (t ≥ 0) and max_k α·H_{1/α}(Q_k‖P_k) = r (t < 0), takes the lower convex
+    hull in α (each input curve is convex, so every hull value is ≥ every input's) and realizes it by connect the
+    dots (:func:`.discretization.ctd_pmf`); c: δ_pair ≥ (1 − c)·δ_hull at every t (Lemma R5)."""
     pos = t >= 0
     alpha = np.exp(t[pos])
     inv = np.exp(-t[~pos])
-    delta = np.full(t.shape, np.nan)
-    r = np.full(t.shape, np.nan)
-    d = None
-    rr = None
+    d = rr = None
     for pr in pairs:
         a = np.clip(pr.h_pq(alpha), 0.0, 1.0)
         b = np.clip(pr.h_qp(inv), 0.0, 1.0)
         if isinstance(pr, DiscretePair):
-            pr.__dict__.pop("_cums", None)  # the table keeps thousands of pairs: drop their cumulative sums
+            pr.__dict__.pop("_cums", None)  # the table holds a column of pairs: drop their cumulative sums
         d = a if d is None else np.maximum(d, a)
         rr = b if rr is None else np.maximum(rr, b)
-    # The max of the sampled curves is convex only up to round-off (β = 1.8: ctd_pmf's mass 1 + 2.97e-11). Take
-    # the lower convex hull in α of the max, as base_pair does: each input curve is convex in α, so the chord
-    # between two hull vertices lies above it there, and every hull value is ≥ every input curve (still dominates).
-    alpha_all = np.exp(t)
-    x = np.concatenate([[0.0], alpha_all])
-    yd = np.empty(x.size)
-    yr = np.empty(x.size)
-    yd[0], yr[0] = 1.0, 0.0
-    r_neg = alpha_all[~pos] * rr
-    yd[1:][pos], yr[1:][pos] = d, d - 1.0 + alpha_all[pos]
-    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha_all[~pos] + r_neg, r_neg
-    hull = _lower_hull(x, yd, yr, np.concatenate([[True], ~pos]))
-    delta[pos] = np.interp(alpha_all[pos], x[hull], yd[hull])
-    r[~pos] = np.interp(alpha_all[~pos], x[hull], yr[hull])
-    return _pair_from_profile(t, delta, r)
+    return _hull_pair(t, d, np.exp(t[~pos]) * rr)
 
 
-#: Σ over every connect-the-dots step of its relative round-off c (ctd_pmf: δ_ω ≥ (1 − c)·δ_in, Lemma R5); any
-#: chain of layers in the table loses at most this fraction of δ (Π(1 − c) ≥ 1 − Σc). NOT yet fed to the
-#: accountant's budget (docs/wip_issue21_dp_table.md, "Left to do").
-CTD_ROUNDOFF = [0.0]
+def base_log_moment_rates(a0: float, beta: float, p: float, orders: Sequence[int]) -> np.ndarray:
+    r"""Λ_j ≥ sup_{0 < a ≤ a0} L_j(a)/a^p for each order j (p ≤ 2), L_j(a) = log E_Q[e^{jℓ_a}] enclosed.
 
-
-def _pair_from_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> DiscretePair:
-    omega, rho, c = ctd_pmf(t, delta, r)
-    CTD_ROUNDOFF[0] += float(c)
-    nu = omega * np.exp(-t)
-    q_ninf = max(1.0 - float(nu.sum()), 0.0)
-    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, nu, float(rho), q_ninf)
-
-
-def base_log_moment_rates(a0: float, beta: float, p: float, orders: np.ndarray, a_min: float = 1e-4,
-                          ratio: float = 1.02) -> np.ndarray:
-    r"""Λ_j ≥ sup_{0 < a ≤ a0} L_j(a)/a^p, per order (p ≤ 2): grid cells [u_k, u_{k+1}] give L_j(u_{k+1})/u_k^p
-    (Lemma 2), and a ≤ a_min gives K_j(a_min)·a_min^{2−p} (Lemma 4b, p ≤ 2)."""
-    if p > 2:
-        raise ValueError("base_log_moment_rates: p ≤ 2 only")
-    n = max(int(math.ceil(math.log(a0 / a_min) / math.log(ratio))), 1)
+    Geometric cells [u_k, u_{k+1}] of ratio ≤ 1.02 on [a_min, a0] give L_j(u_{k+1})/u_k^p (L_j increases in a,
+    Lemma 2); a ≤ a_min = min(10⁻⁴, a0/100) gives K_j(a_min)·a_min^{2−p} (L_j(a) ≤ K_j a², Lemma 4b, and p ≤ 2)."""
+    if not 1.0 <= p <= 2.0:
+        raise ValueError(f"base_log_moment_rates: clip_norm_p must be in [1, 2], got {p}")
+    a_min = min(1e-4, a0 / 100.0)
+    n = max(int(math.ceil(math.log(a0 / a_min) / math.log(1.02))), 1)
     u = a_min * (a0 / a_min) ** (np.arange(n + 1) / n)
     u[0], u[-1] = a_min, a0  # the cells cover [a_min, a0] exactly
     out = np.empty(len(orders))
@@ -108,122 +186,104 @@ def base_log_moment_rates(a0: float, beta: float, p: float, orders: np.ndarray, 
         cells = np.max(L[1:] / u[:-1] ** p)
         small = quadratic_coefficient(int(j), a_min, beta) * a_min ** (2.0 - p)
         out[i] = max(cells, small) * (1.0 + 1e-12)
-    check_finite(out, "base log-moment rates")
+    check_finite(out, "ball table: Base log-moment rates")
     return out
 
 
-def _lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray) -> np.ndarray:
-    """Indices of the lower convex hull of (x_i, y_i), x increasing, y = yd = yr + (1 − x) (the same function in
-    two coordinates: yr accurate where ``use_r``). The orientation test is invariant under adding a linear
-    function, so it reads yr when all three points have ``use_r`` and yd otherwise. (A wrong decision by
-    round-off only makes the result slightly non-convex; the connect-the-dots step then clips a negative mass,
-    which raises the curve: still an upper bound.)"""
-    hull: List[int] = []
-    for i in range(x.size):
-        while len(hull) >= 2:
-            i0, i1 = hull[-2], hull[-1]
-            y = yr if (use_r[i0] and use_r[i1] and use_r[i]) else yd
-            if (y[i1] - y[i0]) * (x[i] - x[i0]) >= (y[i] - y[i0]) * (x[i1] - x[i0]):
-                hull.pop()  # i1 lies on or above the chord i0 → i
-            else:
-                break
-        hull.append(i)
-    return np.asarray(hull)
-
-
-def base_pair(R: float, rates: np.ndarray, orders: np.ndarray, t: np.ndarray) -> DiscretePair:
-    r"""Dominating pair of every shift with coordinates ≤ a_0 and p-mass ≤ R (module docstring)."""
-    if R <= 0:
-        return None
-    j = orders[:, None].astype(np.float64)
+def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray) -> Tuple[DiscretePair, float]:
+    r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
+    ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}) (from (x − α)_+ ≤
+    x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); the lower convex hull of those values
+    (and (0, 1)) is ≥ every member's convex curve and is realized by connect the dots."""
+    if not R > 0:
+        raise ValueError(f"base_pair: the p-mass R must be > 0, got {R}")
+    j = np.asarray(orders, dtype=np.float64)[:, None]
     logc = (j - 1) * np.log(j - 1) - j * np.log(j)
-    S = R * rates[:, None]
+    S = R * np.asarray(rates)[:, None]
 
-    def U(log_alpha):  # min over orders, capped at 1
+    def U(log_alpha: np.ndarray) -> np.ndarray:  # min over orders, capped at 1
         return np.minimum(np.exp(np.min(S + logc - (j - 1) * log_alpha[None, :], axis=0)), 1.0)
 
-    alpha = np.exp(t)
     pos = t >= 0
-    # t ≥ 0: δ ≤ U(α); t < 0: r = δ − 1 + α = αH_{1/α}(Q‖P) ≤ α·U(1/α); the point (α, δ) = (0, 1), r = 0
-    d_pos = U(t[pos])
-    r_neg = alpha[~pos] * U(-t[~pos])
-    x = np.concatenate([[0.0], alpha])
-    yd = np.empty(x.size)
-    yr = np.empty(x.size)
-    yd[0], yr[0] = 1.0, 0.0
-    yd[1:][pos], yr[1:][pos] = d_pos, d_pos - 1.0 + alpha[pos]
-    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r_neg, r_neg
-    hull = _lower_hull(x, yd, yr, np.concatenate([[True], ~pos]))
-    # each side interpolated in its accurate coordinate between hull vertices (both are linear in α)
-    delta = np.full(t.shape, np.nan)
-    r = np.full(t.shape, np.nan)
-    delta[pos] = np.interp(alpha[pos], x[hull], yd[hull])
-    r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
-    return _pair_from_profile(t, delta, r)
+    return _hull_pair(t, U(t[pos]), np.exp(t[~pos]) * U(-t[~pos]))
 
 
 @dataclass
 class BallTable:
-    """The DP table of one (β, p, m, lattice): ``top`` dominates every shift with ‖μ‖_p ≤ m."""
+    r"""The table of one (β, p, m, spec): ``top`` = E(m^p, m) dominates every shift with ‖μ‖_p ≤ m (either
+    orientation through its symmetric envelope, :attr:`pairs`); ``roundoff`` = C of ``top`` (Lemma T4)."""
 
     top: DiscretePair
-    seconds: float
+    roundoff: float
+    m: float
+    beta: float
+    p: float
+    spec: TableSpec
     states: int
-    products: int
-    ctd_roundoff: float  # Σ of the ctd steps' relative round-off c while building (see CTD_ROUNDOFF)
+    seconds: float
+
+    @property
+    def pairs(self) -> Tuple:
+        """((label, pair), ...) for a :class:`.history.PairSegment`: T and T swapped (their envelope)."""
+        return (("ball-table", self.top), ("ball-table-swapped", Swapped(self.top)))
 
 
-def build_table(m: float, beta: float, p: float, *, a0: float = 0.05, ratio_low: float = 1.05,
-                ratio_high: float = 1.01, high_from: float = 0.7, n_mass: int = 0, h: float = 0.005,
-                half_width: float = 10.0, orders=tuple(range(2, 65)), verbose: bool = False) -> BallTable:
-    r"""Build E(m^p, m) (module docstring). Lattice: ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below,
-    down to ≤ a0. Mass grid: uniform, step ΔR = min(m^p/n_mass, a_0^p)."""
-    t0 = time.time()
-    c0 = CTD_ROUNDOFF[0]
-    t = _grid(half_width, h)
-    # lattice from the top down
+def _lattice(m: float, spec: TableSpec) -> np.ndarray:
+    """a_0 < … < a_J = m: ratio_high on [high_from·m, m], ratio_low below, down to the first a_0 ≤ a0·m."""
     lat = [m]
-    while lat[-1] > a0:
-        r = ratio_high if lat[-1] > high_from * m else ratio_low
-        lat.append(lat[-1] / r)
-    lat = np.array(lat[::-1])
-    a_0 = float(lat[0])
-    Rtop = m ** p
-    dR = a_0 ** p * (1.0 - 1e-9)  # < a_0^p (rounded-down a_j^p included): every recursion lowers the mass index
-    if n_mass:
-        dR = min(dR, Rtop / n_mass)
-    nR = int(math.ceil(Rtop / dR))
-    dR = Rtop / nR * (1.0 + 1e-15)  # R_i = i·dR; R_nR ≥ m^p (checked)
-    if not nR * dR >= Rtop:
-        raise AccountingError("ball_prv: the mass grid does not reach m^p")
-    orders = np.asarray(orders)
-    rates = base_log_moment_rates(a_0, beta, p, orders)
-    gg = [envelope_pair([GGPair(float(a), beta)], t) for a in lat]
-    low = lat ** p * (1.0 - 1e-12)  # a_{j−1}^p rounded down: the rest's mass R − a_{j−1}^p is rounded up
-    # E[i] = current pair for R_i at the cap being processed; process caps j = 0..J, masses increasing
-    E: Dict[Tuple[int, int], DiscretePair] = {}
-    products = 0
-    states = 0
-    base = [None] + [base_pair(i * dR, rates, orders, t) for i in range(1, nR + 1)]
-    for i in range(1, nR + 1):
-        R = i * dR
-        cur = base[i]
-        E[(i, 0)] = cur
-        for jj in range(1, lat.size):
-            if low[jj - 1] < R * (1 + 1e-12):
-                rest = R - low[jj - 1]
-                k = max(int(math.ceil(rest / dR)), 0)  # round UP
-                while k * dR < rest:
-                    k += 1
-                if k >= i:
-                    raise AccountingError("ball_prv: mass recursion does not decrease (ΔR > a_0^p)")
-                inner = E.get((k, jj)) if k > 0 else None
-                prod = gg[jj] if inner is None else gg[jj].compose(inner)
-                products += inner is not None
-                cur = envelope_pair([cur, prod], t) if cur is not None else envelope_pair([prod], t)
-                states += 1
-            E[(i, jj)] = cur
-        # drop what is no longer read: E(k, ·) for k needed later only through lookups (keep all: small)
-        if verbose and i % 10 == 0:
-            print(f"R {i}/{nR} states {states} {time.time() - t0:.1f}s", flush=True)
-    return BallTable(E[(nR, lat.size - 1)], time.time() - t0, states, products, CTD_ROUNDOFF[0] - c0)
+    while lat[-1] > spec.a0 * m:
+        lat.append(lat[-1] / (spec.ratio_high if lat[-1] > spec.high_from * m else spec.ratio_low))
+    return np.array(lat[::-1])
+
+
+def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) -> BallTable:
+    r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
+    previous column at the same mass and its own column at a smaller mass, so two columns are kept)."""
+    t0 = time.perf_counter()
+    m = validate_positive(m, "m (= 1/noise_multiplier)")
+    beta = validate_beta(beta)
+    if not 1.0 <= p <= 2.0:
+        raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
+    t = loss_grid(m, spec)
+    lat = _lattice(m, spec)
+    r_top = m ** p
+    d_r = lat[0] ** p * (1.0 - 1e-9)  # < a_0^p (a_j^p rounded down below): every recursion lowers the mass index
+    n_r = int(math.ceil(r_top / d_r))
+    d_r = r_top / n_r * (1.0 + 1e-15)  # R_i = i·ΔR, R_N ≥ m^p (checked)
+    if not n_r * d_r >= r_top:
+        raise AccountingError("ball table: the p-mass grid does not reach m^p")
+    low = lat ** p * (1.0 - 1e-10)  # a_j^p rounded down: the rest's mass R − a_{j−1}^p is rounded up
+    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
+    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t) for i in range(1, n_r + 1)]  # (pair, C)
+    states = n_r
+    for jj in range(1, lat.size):
+        gg = envelope_pair([GGPair(float(lat[jj]), beta)], t)
+        cur: List = [None] * (n_r + 1)
+        for i in range(1, n_r + 1):
+            R = i * d_r
+            if not low[jj - 1] < R:
+                cur[i] = prev[i]  # no coordinate of the set reaches the cell (a_{j−1}, a_j]
+                continue
+            k = max(int(math.ceil((R - low[jj - 1]) / d_r)), 0)  # the rest's mass, rounded UP on the grid
+            while k * d_r < R - low[jj - 1]:
+                k += 1
+            if k >= i:
+                raise AccountingError("ball table: the mass recursion does not decrease (ΔR ≥ a_0^p)")
+            if k == 0:
+                prod, c_prod = gg
+            else:
+                prod, c_prod = gg[0].compose(cur[k][0]), gg[1] + cur[k][1]
+            pair, c = envelope_pair([prev[i][0], prod], t)
+            cur[i] = (pair, c + max(prev[i][1], c_prod))
+            states += 1
+        prev = cur
+    top, roundoff = prev[n_r]
+    if not roundoff < 1e-3:
+        raise AccountingError(f"ball table: the connect-the-dots round-off is not small (C = {roundoff:.3g})")
+    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0)
+
+
+@functools.lru_cache(maxsize=16)
+def ball_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) -> BallTable:
+    """:func:`build_table`, kept for the process (one table per (β, p, σ, spec))."""
+    return build_table(m, beta, p, spec)

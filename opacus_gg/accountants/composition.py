@@ -161,6 +161,7 @@ def _step_pmfs(segs: Sequence, direction: str, domain: Domain):
         if isinstance(seg, PairSegment):
             dl, rr, ks, scores = one_step_delta(seg, domain.ts, direction)
             pmf, rho, c = ctd_pmf(domain.ts, dl, rr)
+            c = c + seg.roundoff  # (1 − c)(1 − C) ≥ 1 − c − C: the pairs' own round-off (Lemma T4)
         else:
             pmf, rho, c, (ks, scores) = step_dprv(seg.step_key, direction, domain.t_min, domain.t_max, domain.size)
         rho_tot += seg.steps * rho

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_dim
-from .api import compute_epsilon_history, proven_epsilon_history
+from .api import compute_epsilon_history, proven_epsilon_history, validate_ball_bound
 from .history import append_step, parse_segment, validate_accountant_state
 from .report import EpsilonReport
 
@@ -31,8 +31,12 @@ class GGPRVAccountant(IAccountant):
     required wherever ε depends on it (β ≠ 2 or p > 2, :func:`opacus_gg.validation.validate_dim`): a step
     without it raises ValueError saying why, rather than accounting d = 1 (the smallest ε of all)."""
 
-    def __init__(self, beta: float = 2.0, dim: Optional[int] = None, clip_norm_p: Optional[float] = None) -> None:
+    def __init__(self, beta: float = 2.0, dim: Optional[int] = None, clip_norm_p: Optional[float] = None, *,
+                 ball_bound: str = "renyi") -> None:
         super().__init__()
+        #: where the PRV covers equal spreads only: "renyi" (fast) or "table" (tighter, 1.5–3 min per σ once per
+        #: process; :data:`.api.BALL_BOUNDS`). A setting of this accountant, not of the history: not saved.
+        self.ball_bound = validate_ball_bound(ball_bound)
         self.beta = validate_beta(beta)
         self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
         #: False when the engine trains on shuffled fixed-size batches: reports are then scoped "shuffled"
@@ -60,7 +64,8 @@ class GGPRVAccountant(IAccountant):
                            mode: str = "certified", **kwargs) -> EpsilonReport:
         """Full :class:`EpsilonReport` for the history (3-tuples use the accountant's defaults)."""
         hist = [self._complete(e) for e in self.history]
-        report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error)
+        report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error,
+                                         ball_bound=validate_ball_bound(self.ball_bound))
         if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
             report = dataclasses.replace(report, scope="shuffled")
         return report
@@ -81,7 +86,8 @@ class GGPRVAccountant(IAccountant):
         step: ``math.inf`` with a UserWarning.
         """
         hist = [self._complete(e) for e in self.history]
-        return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error)
+        return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
+                                      ball_bound=validate_ball_bound(self.ball_bound))
 
     def __len__(self) -> int:
         """Number of history entries (segments of identical steps), as Opacus's accountants define it;
@@ -118,7 +124,7 @@ class GGPRVAccountant(IAccountant):
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")
         if d is not None:
-            poisson = self.poisson_sampling  # a property of this run, not of the file
-            self.__init__(d.get("beta", 2.0), d.get("dim"), d.get("clip_norm_p"))
+            poisson, ball = self.poisson_sampling, self.ball_bound  # properties of this run, not of the file
+            self.__init__(d.get("beta", 2.0), d.get("dim"), d.get("clip_norm_p"), ball_bound=ball)
             self.poisson_sampling = poisson
             self.history = [tuple(e) for e in state_dict["history"]]

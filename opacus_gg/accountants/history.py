@@ -88,11 +88,15 @@ class Segment:
 
 @dataclass(frozen=True)
 class PairSegment:
-    """``steps`` steps whose non-subsampled pair is the envelope of explicit ``pairs`` ((label, pair), ...)."""
+    """``steps`` steps whose non-subsampled pair is the envelope of explicit ``pairs`` ((label, pair), ...).
+
+    ``roundoff`` C: the pairs' curves are ≥ (1 − C)·those of an exact dominating pair at every α (computed pairs,
+    e.g. a ball table's, :mod:`.ball_prv`); it enters δ as the one-step PMFs' round-off does (Lemma R5)."""
 
     pairs: Tuple
     sample_rate: float
     steps: int
+    roundoff: float = 0.0
 
 
 def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] = DEFAULTS) -> Segment:

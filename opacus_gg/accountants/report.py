@@ -32,6 +32,7 @@ SCOPE_TEXT: Dict[str, str] = {
 METHOD_TEXT: Dict[str, str] = {
     "prv": "GG accountant: PRV",
     "rdp": "GG accountant: Rényi bound over the ℓp ball",
+    "prv_table": "GG accountant: PRV of the ball table (every shift of the ℓp ball)",
     "paper": "paper mode: sampled one-hot PRV",
     "gaussian": "GG accountant: full-batch Gaussian closed form",
 }
@@ -109,6 +110,9 @@ class EpsilonReport:
         lines = []
         if self.epsilon_equal_spreads is not None:
             lines.append(f"  also: {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}")
+        if "epsilon_ball_table" in self.details:  # ball_bound="table": both proven bounds, the smaller published
+            lines.append(f"  proven bounds: ball table {fmt_up(self.details['epsilon_ball_table'], digits)}, Rényi "
+                         f"{fmt_up(self.details['epsilon_rdp'], digits)} (the smaller is published)")
         if self.method == "gaussian":  # no grid: the exact ε rounded up (accountants.full_batch)
             mu = self.details.get("gaussian_mu")
             lines.append(f"  the composition is one Gaussian pair, mu = {mu:.6g}: exact epsilon, rounded up")
