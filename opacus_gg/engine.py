@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 
 from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
+from .accountants.api import validate_ball_bound
 from .accountants.history import validate_accountant_state
 from .checkpoint import PathLike, load_checkpoint_file
 from .optimizers import get_gg_optimizer_class
@@ -169,9 +170,14 @@ def _check_keywords(kwargs: Dict[str, Any], valid: frozenset, method) -> None:
 class GGPrivacyEngine(PrivacyEngine):
     """Opacus ``PrivacyEngine`` with ℓp clipping and Generalized Gaussian noise (β-DP-SGD)."""
 
-    def __init__(self, *, accountant: str = "gg_prv", secure_mode: bool = False):
+    def __init__(self, *, accountant: str = "gg_prv", secure_mode: bool = False, ball_bound: str = "renyi"):
         """Opacus's constructor. ``secure_mode=True`` without ``torchcsprng``: Opacus's ImportError, led by what
-        matters first here: secure mode exists only at β = 2 (GG noise has no proven floating-point defence)."""
+        matters first here: secure mode exists only at β = 2 (GG noise has no proven floating-point defence).
+        ``ball_bound`` ("renyi" or "table", ``gg_prv`` only): the proven bound over the ℓp ball that ``get_epsilon``
+        and ``make_private_with_epsilon`` use where the PRV covers equal spreads only (:data:`.accountants.api.BALL_BOUNDS`)."""
+        ball_bound = validate_ball_bound(ball_bound)
+        if ball_bound != "renyi" and accountant != "gg_prv":
+            raise ValueError(f"ball_bound={ball_bound!r} needs accountant='gg_prv', got accountant={accountant!r}")
         try:
             super().__init__(accountant=accountant, secure_mode=secure_mode)
         except ImportError as e:
@@ -179,6 +185,8 @@ class GGPrivacyEngine(PrivacyEngine):
                 "secure_mode=True works only with beta=2 (Gaussian noise; for beta ≠ 2 make_private refuses it: "
                 f"Opacus's floating-point-attack defence has no proven GG analogue), and at beta=2 it needs: {e}"
             ) from e
+        if accountant == "gg_prv":
+            self.accountant.ball_bound = ball_bound
 
     # -- the one argument check -------------------------------------------------------------------
     def _check_arguments(
@@ -391,7 +399,8 @@ class GGPrivacyEngine(PrivacyEngine):
                     kwargs.get("unclipped_num_std"), "unclipped_num_std") / COUNT_SENSITIVITY
             sigma = gg_get_noise_multiplier(
                 target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
-                steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p, **solver_kw,
+                steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p,
+                ball_bound=self.accountant.ball_bound, **solver_kw,
             )
         elif mech in GAUSSIAN_ACCOUNTANTS:
             sigma = opacus_get_noise_multiplier(

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from ..validation import validate_delta, validate_epsilon, validate_positive, validate_sample_rate
 from ..steps import steps_for_epochs
-from .api import MODES, compute_epsilon, proven_epsilon_history
+from .api import MODES, compute_epsilon, proven_epsilon_history, validate_ball_bound
 from .history import parse_segment
 
 __all__ = ["get_noise_multiplier", "solver_epsilon"]
@@ -36,6 +36,7 @@ def get_noise_multiplier(
     sigma_min: float = 0.05,
     sigma_max: float = 1e4,
     progress: Optional[Callable[[float, float], None]] = None,
+    ball_bound: str = "renyi",
 ) -> float:
     r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then safeguarded secant steps.
 
@@ -49,6 +50,9 @@ def get_noise_multiplier(
     ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
     ``count_noise_multiplier``: every step also releases adaptive clipping's noisy count (fixed σ_c; σ is
     solved for the gradient noise, the count's share of ε is accounted, never subtracted).
+    ``ball_bound="table"`` (:data:`.api.BALL_BOUNDS`): σ is first solved on the Rényi bound (fast), then lowered
+    on the published ε with the ball table (each probe builds one table, 1.5–3 min; at most
+    :data:`TABLE_PROBES` probes, each feasible probe keeps its σ).
     """
     target_epsilon = validate_epsilon(target_epsilon)
     target_delta = validate_delta(target_delta, "target_delta")
@@ -64,15 +68,17 @@ def get_noise_multiplier(
     eps_error = validate_positive(eps_error, "eps_error")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    ball_bound = validate_ball_bound(ball_bound)
+    table = ball_bound == "table" and mode == "certified"
 
-    def eps(sigma: float) -> float:
+    def eps(sigma: float, bound: str = "renyi") -> float:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 e = solver_epsilon(
                     noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
                     beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
-                    count_noise_multiplier=count_noise_multiplier,
+                    count_noise_multiplier=count_noise_multiplier, ball_bound=bound,
                 )
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             e = math.inf
@@ -118,12 +124,41 @@ def get_noise_multiplier(
         else:
             lo, e_lo = mid, e_mid
         slow = slow + 1 if hi - lo > 0.5 * width else 0
+    if table:
+        return _lower_with_table(lambda sg: eps(sg, "table"), hi, target_epsilon, epsilon_tolerance)
+    return hi
+
+
+#: at most this many σ probes (one ball table each) when ``ball_bound="table"`` lowers the Rényi solution
+TABLE_PROBES = 4
+
+
+def _lower_with_table(eps: Callable[[float], float], hi: float, target: float, tol: float) -> float:
+    r"""Lower σ from the Rényi solution ``hi`` on ε(σ) with the ball table (feasible at ``hi``: the published ε
+    is the smaller bound). First probe: ε ∝ 1/σ locally, σ = hi·ε(hi)/(target − tol/2); then safeguarded secant
+    steps; only a σ with a computed ε(σ) ≤ target is returned."""
+    e_hi = eps(hi)
+    lo, e_lo = None, math.inf
+    for _ in range(TABLE_PROBES):
+        if target - e_hi <= tol:
+            break
+        if lo is None:
+            mid = hi * e_hi / (target - 0.5 * tol)
+        else:
+            mid = _next_probe(lo, e_lo, hi, e_hi, target, tol, bisect=False)
+        if not mid < hi:
+            break
+        e_mid = eps(mid)
+        if e_mid <= target:
+            hi, e_hi = mid, e_mid
+        else:
+            lo, e_lo = mid, e_mid
     return hi
 
 
 def solver_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, beta: float,
                    dim: int, clip_norm_p: Optional[float], mode: str, eps_error: float,
-                   count_noise_multiplier: Optional[float] = None) -> float:
+                   count_noise_multiplier: Optional[float] = None, ball_bound: str = "renyi") -> float:
     r"""ε(σ) the solver searches on: the published ε of :func:`.api.compute_epsilon`.
 
     Certified mode computes the proven number alone (:func:`.api.proven_epsilon_history`: for β ≠ 2, d > 1,
@@ -132,7 +167,7 @@ def solver_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, d
     """
     if mode == "certified":
         entry = (noise_multiplier, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier)
-        return proven_epsilon_history([entry], delta, eps_error=eps_error)
+        return proven_epsilon_history([entry], delta, eps_error=eps_error, ball_bound=ball_bound)
     return compute_epsilon(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
                            beta=beta, dim=dim, clip_norm_p=clip_norm_p, count_noise_multiplier=count_noise_multiplier,
                            mode=mode, eps_error=eps_error).epsilon

@@ -44,6 +44,8 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
     if args.count_noise_multiplier is not None and args.mode == "paper":
         raise CLIError("--count-noise-multiplier needs --mode certified (the paper's sampled PRV has no count "
                        "query)")
+    if args.ball_bound != "renyi" and args.mode == "paper":
+        raise CLIError("--ball-bound table needs --mode certified (paper mode prints the paper's estimate)")
     return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
                 steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
                 count_noise_multiplier=args.count_noise_multiplier)
@@ -117,8 +119,9 @@ def cmd_noise_multiplier(args: argparse.Namespace) -> int:
     try:
         sigma = float(get_noise_multiplier(target_epsilon=args.target_epsilon, target_delta=delta, mode=args.mode,
                                            eps_error=args.eps_error, progress=_progress_line(args.target_epsilon),
-                                           **kw))
-        rep = compute_epsilon(noise_multiplier=sigma, delta=delta, mode=args.mode, eps_error=args.eps_error, **kw)
+                                           ball_bound=args.ball_bound, **kw))
+        rep = compute_epsilon(noise_multiplier=sigma, delta=delta, mode=args.mode, eps_error=args.eps_error,
+                              ball_bound=args.ball_bound, **kw)
     except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
     sys.stderr.write(f"solved in {time.perf_counter() - t0:.1f} s\n")
@@ -181,6 +184,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
+    p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
+                   help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
+                        "renyi (fast) or table (the smaller of it and the PRV of the ball table, p ≤ 2: tighter, "
+                        "1.5–3 min per σ)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
                    help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
                         "one-hot sampled PRV, an estimate")
@@ -198,9 +205,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.add_argument("--verbose", action="store_true",
                    help="also print the equal-spread ε, the PRV computation's bracket and the worst case found")
-    p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
-                   help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
-                        "renyi (fast) or table (also the PRV of the ball table, p ≤ 2: tighter, 1.5–3 min)")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser("noise-multiplier", help="σ for a target ε",
