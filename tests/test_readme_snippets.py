@@ -37,7 +37,13 @@ def test_readme_quotes_outputs() -> None:
     assert len(CONSOLE) >= 1
 
 
-@pytest.mark.parametrize("command, quoted", CONSOLE, ids=[c for c, _ in CONSOLE])
+def _console_case(command: str, quoted: str):
+    """A README command as a test case; one that builds a ball table (~2 min on one core) is slow, run by CI too."""
+    marks = [pytest.mark.slow, pytest.mark.ci_slow] if "--ball-bound table" in command else []
+    return pytest.param(command, quoted, id=command, marks=marks)
+
+
+@pytest.mark.parametrize("command, quoted", [_console_case(c, q) for c, q in CONSOLE])
 def test_quoted_output_is_what_the_command_prints(command: str, quoted: str) -> None:
     r = subprocess.run([sys.executable, "-m", "opacus_gg", *shlex.split(command)[1:]], capture_output=True,
                        text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
