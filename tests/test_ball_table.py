@@ -26,8 +26,8 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _lower_hull, ball_table, envelope_pair,
-                                            loss_grid)
+from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _lower_hull, ball_table, base_log_moment_rates,
+                                            base_pair, envelope_pair, loss_grid)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.composition import compose_history
 from opacus_gg.accountants.gg_pair import GGPair
@@ -162,6 +162,27 @@ def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientat
     assert tab.pairs[0][1] is tab.top and isinstance(tab.pairs[1][1], Swapped)
 
 
+def test_base_pair_dominates_shapes_of_many_small_coordinates():
+    """Lemma T3 beyond d ≤ 3: the Rényi-set Base pair of p-mass R and cap a_0 is above one coordinate's exact curves
+    and, one step without subsampling, its ε is above the oracle's rigorous lower bound for k equal coordinates
+    ≤ a_0 of total p-mass ≤ R (k up to 60, where the composition's brute force does not reach)."""
+    beta = p = 1.5
+    a0, R = 0.1, 6 * 0.1 ** 1.5
+    rates = base_log_moment_rates(a0, beta, p, ORDERS)
+    base, c = base_pair(R, rates, ORDERS, loss_grid(1.0, TableSpec(h=0.005, half_width=8.0)))
+    assert 0 <= c < 1e-6
+    for a in np.linspace(0.01, a0, 6):
+        g = GGPair(float(a), beta)
+        assert _le((1 - c) * g.h_pq(ALPHAS), base.h_pq(ALPHAS)) and _le((1 - c) * g.h_qp(ALPHAS), base.h_qp(ALPHAS))
+    delta = 1e-5
+    eps_error, delta_error = _validate_errors(delta, 0.01, None)
+    seg = PairSegment((("base", base),), 1.0, 1, c)
+    eps = max(_compose_tight([seg], delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add"))
+    for k in (1, 5, 20, 60):
+        a = min(a0, (R / k) ** (1 / p))
+        assert epsilon_lower([(1.0, 1.0, 1, beta)], delta, shift=(a,) * k) <= eps, k
+
+
 # ---- the pairs' round-off C enters δ ------------------------------------------------------------------------
 
 
@@ -235,12 +256,12 @@ def test_table_bound_keeps_the_renyi_bound_where_the_table_is_looser(monkeypatch
 
 @pytest.mark.parametrize("extra", [dict(clip_norm_p=3.0), dict(count_noise_multiplier=2.0)])
 def test_table_bound_out_of_scope_warns_and_publishes_the_renyi_bound(coarse_spec, extra):
-    kw = dict(WIN, steps=20, **extra)
+    kw = dict(WIN, steps=20, dim=10, **extra)
     renyi = compute_epsilon(**kw)
     with pytest.warns(UserWarning, match=re.escape(api._TABLE_OUT_OF_SCOPE)):
         rep = compute_epsilon(**kw, ball_bound="table")
     assert rep.epsilon == renyi.epsilon and rep.method == "rdp" and "epsilon_ball_table" not in rep.details
-    entry = (1.0, 0.01, 20, 1.2, 2410, kw["clip_norm_p"], kw.get("count_noise_multiplier"))
+    entry = (1.0, 0.01, 20, 1.2, 10, kw["clip_norm_p"], kw.get("count_noise_multiplier"))
     with pytest.warns(UserWarning, match=re.escape(api._TABLE_OUT_OF_SCOPE)):
         assert proven_epsilon_history([entry], kw["delta"], ball_bound="table") == renyi.epsilon
 
