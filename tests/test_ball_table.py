@@ -15,6 +15,7 @@ that each table is built once (:func:`opacus_gg.accountants.ball_prv.ball_table`
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 
@@ -313,8 +314,25 @@ def test_cli_table_bound_with_paper_mode_is_one_line_exit_2(cli):
     assert err.count("\n") == 1 and "--ball-bound" in err and "Traceback" not in err
 
 
+def test_cli_table_bound_json_carries_both_proven_bounds(coarse_spec, cli):
+    code, out, err = cli(CLI_WIN + ["--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    rep = compute_epsilon(**WIN, ball_bound="table")
+    assert data["epsilon_ball_table"] == rep.details["epsilon_ball_table"]
+    assert data["epsilon_rdp"] == rep.details["epsilon_rdp"] and data["epsilon"] == rep.epsilon
+
+
+def test_table_bound_with_paper_mode_is_refused_by_the_api_and_the_solver():
+    with pytest.raises(ValueError, match="ball_bound='table' needs mode='certified'"):
+        compute_epsilon(**WIN, ball_bound="table", mode="paper")
+    with pytest.raises(ValueError, match="ball_bound='table' needs mode='certified'"):
+        solver.get_noise_multiplier(target_epsilon=1.3, target_delta=1e-5, sample_rate=0.01, steps=1000, beta=1.2,
+                                    dim=2410, mode="paper", ball_bound="table")
+
+
 def test_solver_table_bound_lowers_sigma_and_meets_the_target(coarse_spec, monkeypatch):
-    monkeypatch.setattr(solver, "TABLE_PROBES", 2)  # measured: the first probe (ε ∝ 1/σ) lands above the target
+    monkeypatch.setattr(solver, "TABLE_PROBES", 2)
     kw = dict(target_epsilon=1.3, target_delta=1e-5, sample_rate=0.01, steps=1000, beta=1.2, dim=2410,
               clip_norm_p=1.2)
     sigma_renyi = solver.get_noise_multiplier(**kw)

@@ -105,6 +105,8 @@ def compute_epsilon_history(
     ball_bound = validate_ball_bound(ball_bound)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     segs = normalize_history(history)
+    if mode == "paper" and ball_bound != "renyi":
+        raise ValueError("ball_bound='table' needs mode='certified' (paper mode prints the paper's estimate)")
     if mode == "paper":
         if any(s.count_noise_multiplier is not None for s in segs):
             raise ValueError("mode='paper' does not model the noisy count of adaptive clipping "
@@ -127,7 +129,10 @@ def compute_epsilon_history(
         with _quiet_floats() if uncertified else contextlib.nullcontext():
             results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     except PRV_OUT_OF_RANGE as e:  # also "epsilon is too large to bound": the Rényi bound may still be finite
-        return _rdp_only_report(segs, delta, e, prv_published=not uncertified)
+        report = _rdp_only_report(segs, delta, e, prv_published=not uncertified)
+        if uncertified and ball_bound == "table":
+            report = _with_ball_table(report, segs, delta, eps_error, delta_error)
+        return report
     worst = max(results, key=lambda r: r.epsilon_upper)
     scores = worst.shape_scores
     shape_k = max(scores, key=scores.get) if scores else (1, 1)  # label (k₀, k₁): spreads k₀ … k₁

@@ -69,7 +69,9 @@ def get_noise_multiplier(
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     ball_bound = validate_ball_bound(ball_bound)
-    table = ball_bound == "table" and mode == "certified"
+    if mode == "paper" and ball_bound != "renyi":
+        raise ValueError("ball_bound='table' needs mode='certified' (paper mode solves on the paper's estimate)")
+    table = ball_bound == "table"
 
     def eps(sigma: float, bound: str = "renyi") -> float:
         try:
@@ -125,25 +127,36 @@ def get_noise_multiplier(
             lo, e_lo = mid, e_mid
         slow = slow + 1 if hi - lo > 0.5 * width else 0
     if table:
-        return _lower_with_table(lambda sg: eps(sg, "table"), hi, target_epsilon, epsilon_tolerance)
+        slope = _log_slope(eps, hi)
+        return _lower_with_table(lambda sg: eps(sg, "table"), hi, target_epsilon, epsilon_tolerance, slope)
     return hi
+
+
+def _log_slope(eps: Callable[[float], float], sigma: float) -> float:
+    """k with ε(σ) ≈ c·σ^{−k} near ``sigma``, from the (cheap) Rényi bound at σ and 0.95σ; 1 where undefined."""
+    e1, e0 = eps(sigma), eps(0.95 * sigma)
+    if not (math.isfinite(e0) and math.isfinite(e1) and e0 > e1 > 0):
+        return 1.0
+    return math.log(e0 / e1) / -math.log(0.95)
 
 
 #: at most this many σ probes (one ball table each) when ``ball_bound="table"`` lowers the Rényi solution
 TABLE_PROBES = 4
 
 
-def _lower_with_table(eps: Callable[[float], float], hi: float, target: float, tol: float) -> float:
+def _lower_with_table(eps: Callable[[float], float], hi: float, target: float, tol: float,
+                      slope: float = 1.0) -> float:
     r"""Lower σ from the Rényi solution ``hi`` on ε(σ) with the ball table (feasible at ``hi``: the published ε
-    is the smaller bound). First probe: ε ∝ 1/σ locally, σ = hi·ε(hi)/(target − tol/2); then safeguarded secant
-    steps; only a σ with a computed ε(σ) ≤ target is returned."""
+    is the smaller bound). First probe: ε ∝ σ^{−k} locally (k = ``slope``, the Rényi bound's),
+    σ = hi·(ε(hi)/(target − tol/2))^{1/k}; then safeguarded secant steps; only a σ with a computed ε(σ) ≤ target
+    is returned."""
     e_hi = eps(hi)
     lo, e_lo = None, math.inf
     for _ in range(TABLE_PROBES):
         if target - e_hi <= tol:
             break
         if lo is None:
-            mid = hi * e_hi / (target - 0.5 * tol)
+            mid = hi * (e_hi / (target - 0.5 * tol)) ** (1.0 / slope)
         else:
             mid = _next_probe(lo, e_lo, hi, e_hi, target, tol, bisect=False)
         if not mid < hi:

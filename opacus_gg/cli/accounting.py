@@ -79,6 +79,8 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
         out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
                "worst_direction": rep.direction, "worst_shape_k": rep.shape_k,
                "noise_multiplier": args.noise_multiplier, **kw}
+        if "epsilon_ball_table" in rep.details:  # --ball-bound table: both proven bounds
+            out.update(epsilon_ball_table=rep.details["epsilon_ball_table"], epsilon_rdp=rep.details["epsilon_rdp"])
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
         print(dumps_json(out))
