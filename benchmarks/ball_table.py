@@ -1,0 +1,171 @@
+"""The ball table's proven ε against the equal-spread PRV and the Rényi bound (``python benchmarks/ball_table.py``).
+
+For each setting (β, p, σ, q, T, d, δ) prints:
+
+- ``table``: the PRV ε of the ball table's pair (:func:`opacus_gg.accountants.ball_table_epsilon`, default
+  :class:`~opacus_gg.accountants.ball_prv.TableSpec`, the max over the remove and add directions): proven for
+  every shift of the ℓp ball (docs/accounting.md, Lemmas T1–T4);
+- ``eq-spread``: the PRV upper bound over every equal spread (``compute_epsilon(...).epsilon_upper``, whose
+  scope is "equal_spreads" where the published method is not "prv": ``report.prv_bracket()``), and its lower
+  end ``eq-lower``; the true ε is at least the worst equal spread's, so a proven bound below ``eq-lower`` would be
+  a soundness bug (flagged ``BELOW``);
+- ``renyi``: the proven Rényi bound over the ℓp ball (``details["epsilon_rdp"]``);
+- ``published``: ``compute_epsilon(..., ball_bound="table").epsilon`` (the smaller of table and Rényi);
+- the ratios table / eq-spread and Rényi / eq-spread; the table's build time, states (pairs computed) and
+  connect-the-dots round-off C; the process's peak resident memory after the build (``ru_maxrss``: run one
+  (β, p, σ) per process to read it per table); the time of the two ε computations after the build.
+
+One table per (β, p, σ) serves every q, T, d: the settings are grouped by it and each table is built once (the
+first row of a group shows the build, the others "cached"). Settings that raise are printed with the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import resource
+import sys
+import time
+import warnings
+from typing import List, NamedTuple, Optional
+
+from opacus_gg.accountants import compute_epsilon
+from opacus_gg.accountants.api import ball_table_epsilon
+from opacus_gg.accountants.ball_prv import TableSpec, ball_table
+from opacus_gg.accountants.history import normalize_history
+
+
+class Setting(NamedTuple):
+    beta: float
+    p: float
+    sigma: float
+    q: float
+    steps: int
+    dim: int
+    delta: float
+
+
+#: (q, T, d): the quickstart's model (examples/quickstart) and the issue's large setting
+QUICKSTART = (0.01, 1000, 2410)
+LARGE = (0.001, 100_000, 1_000_000)
+#: issue 21's settings at σ = 1, δ = 1e-5
+DEFAULT = [
+    Setting(1.5, 1.5, 1.0, *QUICKSTART, 1e-5),
+    Setting(1.5, 1.5, 1.0, *LARGE, 1e-5),
+    Setting(1.5, 2.0, 1.0, *LARGE, 1e-5),
+    Setting(1.2, 1.2, 1.0, *QUICKSTART, 1e-5),
+    Setting(1.2, 1.2, 1.0, *LARGE, 1e-5),
+]
+
+
+def _peak_mib() -> float:
+    """Peak resident memory of this process so far, MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _error(e: BaseException) -> str:
+    line = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {line}"
+
+
+def run(s: Setting, spec: TableSpec, built: set) -> dict:
+    """One row: build (or reuse) the table of (β, p, σ), then the table's ε and the reports."""
+    row = {"setting": s}
+    key = (s.beta, s.p, s.sigma)
+    try:
+        tab = ball_table(1.0 / s.sigma, s.beta, s.p, spec)
+    except Exception as e:  # noqa: BLE001 -- a failed build is a finding: printed, not hidden
+        row["error"] = "build: " + _error(e)
+        return row
+    row.update(states=tab.states, roundoff=tab.roundoff, peak=_peak_mib(),
+               build=None if key in built else tab.seconds)
+    built.add(key)
+    entry = (s.sigma, s.q, s.steps, s.beta, s.dim, s.p)
+    t0 = time.perf_counter()
+    try:
+        by_dir = ball_table_epsilon(normalize_history([entry]), s.delta, spec=spec)
+        row["table"] = max(by_dir.values()) if by_dir is not None else None
+    except Exception as e:  # noqa: BLE001
+        row["error"] = "table eps: " + _error(e)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            rep = compute_epsilon(noise_multiplier=s.sigma, sample_rate=s.q, steps=s.steps, delta=s.delta,
+                                  beta=s.beta, dim=s.dim, clip_norm_p=s.p, ball_bound="table")
+        except Exception as e:  # noqa: BLE001
+            row["error"] = row.get("error", "") + " report: " + _error(e)
+            return row
+    row["compute"] = time.perf_counter() - t0
+    row["warnings"] = [str(w.message).splitlines()[0] for w in caught]
+    bracket = rep.prv_bracket()
+    row.update(published=rep.epsilon, method=rep.method, renyi=rep.details.get("epsilon_rdp"),
+               scope=bracket["scope"], prv_failed=rep.details.get("prv_failed"),
+               table_in_report=rep.details.get("epsilon_ball_table"))
+    if bracket["scope"] == "equal_spreads" and "prv_failed" not in rep.details:
+        row.update(spread=bracket["upper"], spread_lower=bracket["lower"])
+    return row
+
+
+def _f(x: Optional[float], fmt: str = ".4f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def print_row(r: dict) -> None:
+    s = r["setting"]
+    head = f"| {s.beta:g} | {s.p:g} | {s.sigma:g} | {s.q:g} | {s.steps:g} | {s.dim:g} | {s.delta:g} |"
+    if "table" not in r and "published" not in r:
+        print(head + f" ERROR {r['error']} |")
+        return
+    es, tb, rn = r.get("spread"), r.get("table"), r.get("renyi")
+    flag = ""
+    if tb is not None and r.get("spread_lower") is not None and tb < r["spread_lower"]:
+        flag = " BELOW the equal-spread lower end: soundness bug?"
+    if r.get("table_in_report") is not None and tb is not None and r["table_in_report"] != tb:
+        flag += f" (report's table eps {r['table_in_report']:.6f} differs)"
+    build = "cached" if r.get("build") is None else f"{r['build']:.1f}"
+    print(head + f" {_f(tb)} | {_f(es)} | {_f(r.get('spread_lower'))} | {_f(rn)} | {_f(r.get('published'))} |"
+          f" {_f(tb / es if tb and es else None, '.3f')} | {_f(rn / es if rn and es else None, '.3f')} |"
+          f" {build} | {r['states']} | {r['roundoff']:.1e} | {r['peak']:.0f} | {_f(r.get('compute'), '.1f')} |"
+          + flag + (f" ERROR {r['error']}" if "error" in r else "")
+          + (f" PRV failed: {r['prv_failed']}" if r.get("prv_failed") else ""))
+    for w in r.get("warnings", []):
+        print(f"|   warning: {w}")
+
+
+def _at(text: str):
+    q, steps, dim = text.split(",")
+    return float(q), int(float(steps)), int(float(dim))
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--beta", type=float, nargs="+", help="β values (default: issue 21's five settings)")
+    ap.add_argument("--p", type=float, nargs="+", help="clip_norm_p values (default p = β)")
+    ap.add_argument("--sigma", type=float, nargs="+", help="noise multipliers (default 1)")
+    ap.add_argument("--at", type=_at, nargs="+", metavar="Q,T,D",
+                    help="sampling rate, steps, dim (default: 0.01,1000,2410 and 0.001,1e5,1e6)")
+    ap.add_argument("--delta", type=float, default=1e-5)
+    args = ap.parse_args(argv)
+    if args.beta is None and args.p is None and args.sigma is None and args.at is None:
+        settings = [s._replace(delta=args.delta) for s in DEFAULT]
+    else:
+        settings = [Setting(b, b if p is None else p, sg, *at, args.delta)
+                    for b, p, sg, at in itertools.product(args.beta or [1.5], args.p or [None], args.sigma or [1.0],
+                                                          args.at or [QUICKSTART, LARGE])]
+    settings.sort(key=lambda s: (s.beta, s.p, s.sigma))  # one table per (β, p, σ): build each once
+    spec = TableSpec()
+    shown = {**dataclasses.asdict(spec), "orders": f"{min(spec.orders)}..{max(spec.orders)}"}
+    print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec {shown}; table eps = max over "
+          f"remove/add; peak RSS before any table {_peak_mib():.0f} MiB")
+    print("| beta | p | sigma | q | T | d | delta | table | eq-spread | eq-lower | renyi | published |"
+          " table/eq | renyi/eq | build s | states | C | peak MiB | eps s |")
+    print("|" + "---|" * 19)
+    built: set = set()
+    for s in settings:
+        print_row(run(s, spec, built))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
