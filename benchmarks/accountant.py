@@ -145,8 +145,15 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--runs", type=int, default=3, help="runs per target (the median is printed)")
     ap.add_argument("--targets-only", action="store_true", help="only the speed targets")
+    ap.add_argument("--ball-table", action="store_true",
+                    help="also issue 21's ratios: the Rényi bound and the ball table against the equal-spread PRV "
+                         "(benchmarks/ball_table.py at its defaults; one table per (β, p, σ), up to 2 min each)")
     args = ap.parse_args()
     targets(args.runs, args.dim)
+    if args.ball_table:
+        from ball_table import main as ball_table_main  # benchmarks/ (the script's directory) is on sys.path
+
+        ball_table_main([])
     if args.targets_only:
         return
     T, d, s, q, delta = args.steps, args.dim, args.sigma, args.sample_rate, args.delta

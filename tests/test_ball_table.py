@@ -255,7 +255,7 @@ def test_table_bound_keeps_the_renyi_bound_where_the_table_is_looser(monkeypatch
     assert proven_epsilon_history(hist, kw["delta"], ball_bound="table") == rep.epsilon
 
 
-@pytest.mark.parametrize("extra", [dict(clip_norm_p=3.0), dict(count_noise_multiplier=2.0)])
+@pytest.mark.parametrize("extra", [dict(clip_norm_p=3.0), dict(clip_norm_p=2.0), dict(count_noise_multiplier=2.0)])
 def test_table_bound_out_of_scope_warns_and_publishes_the_renyi_bound(coarse_spec, extra):
     kw = dict(WIN, steps=20, dim=10, **extra)
     renyi = compute_epsilon(**kw)

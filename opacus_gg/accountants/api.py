@@ -44,7 +44,7 @@ __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history
 MODES = ("certified", "paper")
 #: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
 #: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`; fast) or "table" (the smaller of that and the PRV of the
-#: ball table's pair, :mod:`.ball_prv`, for p ≤ 2; one table per (β, p, σ), 1.5–3 min each, kept per process)
+#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.6; one table per (β, p, σ), 40 s–2 min each, kept per process)
 BALL_BOUNDS = ("renyi", "table")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`)
 TABLE_SPEC = TableSpec()
@@ -97,7 +97,7 @@ def compute_epsilon_history(
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
     (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
-    (:mod:`.ball_prv`, p ≤ 2) and publishes the smaller proven ε (method "prv_table" where the table wins).
+    (:mod:`.ball_prv`, p ≤ 1.6) and publishes the smaller proven ε (method "prv_table" where the table wins).
     """
     delta = validate_delta(delta)
     if mode not in MODES:
@@ -199,8 +199,9 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
 
 
 #: what ``ball_bound="table"`` says where it cannot help (the Rényi bound is then published)
-_TABLE_OUT_OF_SCOPE = ("ball_bound='table' covers clip_norm_p <= 2 without a count query (adaptive clipping); "
-                       "the published epsilon is the Rényi bound")
+_TABLE_OUT_OF_SCOPE = ("ball_bound='table' covers clip_norm_p <= 1.6 without a count query (adaptive clipping; "
+                       "nearer p = 2 the table is looser than the Rényi bound); the published epsilon is the Rényi "
+                       "bound")
 
 
 def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float):

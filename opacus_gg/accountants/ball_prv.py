@@ -19,8 +19,9 @@ symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step p
 pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact
 ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5).
 
-Cost: one table per (β, p, σ) (m = 1/σ sets the lattice): about 45–50k states, 1.5–3 min and ~60 MB on one
-core at the defaults; the tables are kept for the process (:func:`ball_table`, LRU).
+Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
+lattice; the cost does not depend on σ): p = 1.2: 15.6k states, 41–49 s; p = 1.5: 48k, 108–137 s; p = 1.8: 147k,
+8 min; p = 2: 307k, 16 min; under 0.2 GB. The top pairs are kept for the process (:func:`ball_table`, LRU).
 """
 
 from __future__ import annotations
@@ -71,9 +72,16 @@ class TableSpec:
             raise ValueError(f"orders must be integers ≥ 2, got {self.orders!r}")
 
 
+#: the API builds tables for clip_norm_p ≤ this only. The table is valid for every p ≤ 2 (:func:`build_table`), but
+#: near p = 2 its Base is RDP-level on near-Gaussian shapes and the table loses to the Rényi bound, at a high cost
+#: (measured, σ = 1: β = p = 1.8 +8–12 % in 8 min; β = 1.5, p = 2 about 2× in 16 min; p ≤ 1.5: −9 %, ≤ 2 min)
+TABLE_P_MAX = 1.6
+
+
 def table_applies(beta: float, clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
-    """Whether the table covers a segment: p ≤ 2 (its Base needs Σμ² ≤ a_0^{2−p}·R) and no count coordinate."""
-    return clip_norm_p <= 2.0 and count_noise_multiplier is None and beta >= 1.0
+    """Whether ``ball_bound="table"`` builds a table for a segment: p ≤ :data:`TABLE_P_MAX` (the Base needs p ≤ 2,
+    Σμ² ≤ a_0^{2−p}·R; above 1.6 it does not pay) and no count coordinate."""
+    return clip_norm_p <= TABLE_P_MAX and count_noise_multiplier is None and beta >= 1.0
 
 
 def loss_grid(m: float, spec: TableSpec) -> np.ndarray:
