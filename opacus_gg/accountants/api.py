@@ -172,7 +172,7 @@ def compute_epsilon_history(
 
 def _ball_table_segments(segs: Sequence[Segment], spec: TableSpec) -> Optional[list]:
     """The history with every segment the PRV does not certify replaced by its ball table's pair
-    (:class:`.history.PairSegment`, round-off C attached); None where a segment is outside the table (p > 2, a
+    (:class:`.history.PairSegment`, round-off C attached); None where a segment is outside the table (p > 1.6, a
     count query)."""
     out = []
     for s in segs:
