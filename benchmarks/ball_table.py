@@ -82,7 +82,7 @@ def run(s: Setting, spec: TableSpec, built: set) -> dict:
     """One row: build (or reuse) the table of (β, p, σ), then the table's ε and the reports."""
     row = {"setting": s}
     key = (s.beta, s.p, s.sigma)
-    if not table_applies(s.beta, s.p, None):
+    if not table_applies(s.p, None):
         row["skipped"] = (f"no table: clip_norm_p > TABLE_P_MAX = {TABLE_P_MAX} (the table loses to the Rényi bound "
                           "there; see ball_table_results.md for the measured p = 1.8 and 2 rows)")
         return row

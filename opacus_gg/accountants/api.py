@@ -178,7 +178,7 @@ def _ball_table_segments(segs: Sequence[Segment], spec: TableSpec) -> Optional[l
     for s in segs:
         if is_certified(s.beta, s.dim, s.clip_norm_p):
             out.append(s)
-        elif table_applies(s.beta, s.clip_norm_p, s.count_noise_multiplier):
+        elif table_applies(s.clip_norm_p, s.count_noise_multiplier):
             tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p, spec)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         else:

@@ -78,10 +78,10 @@ class TableSpec:
 TABLE_P_MAX = 1.6
 
 
-def table_applies(beta: float, clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
-    """Whether ``ball_bound="table"`` builds a table for a segment: p ≤ :data:`TABLE_P_MAX` (the Base needs p ≤ 2,
-    Σμ² ≤ a_0^{2−p}·R; above 1.6 it does not pay) and no count coordinate."""
-    return clip_norm_p <= TABLE_P_MAX and count_noise_multiplier is None and beta >= 1.0
+def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
+    """Whether ``ball_bound="table"`` builds a table for a segment (any β ≥ 1): p ≤ :data:`TABLE_P_MAX` (the Base
+    needs p ≤ 2, Σμ² ≤ a_0^{2−p}·R; above 1.6 it does not pay) and no count coordinate."""
+    return clip_norm_p <= TABLE_P_MAX and count_noise_multiplier is None
 
 
 def loss_grid(m: float, spec: TableSpec) -> np.ndarray:
@@ -152,9 +152,8 @@ def _hull_pair(t: np.ndarray, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[Dis
     delta[pos] = np.interp(alpha[pos], x[hull], yd[hull])
     r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
     omega, rho, c = ctd_pmf(t, delta, r)
-    nu = omega * np.exp(-t)
-    q_ninf = max(1.0 - float(nu.sum()), 0.0)
-    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, nu, float(rho), q_ninf), float(c)
+    # ν = ω e^{−t}; DiscretePair puts the Q-mass left (losses below the grid) at −∞ itself
+    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, omega * np.exp(-t), float(rho), 0.0), float(c)
 
 
 def envelope_pair(pairs: Sequence, t: np.ndarray) -> Tuple[DiscretePair, float]:

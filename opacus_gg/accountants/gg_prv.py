@@ -65,7 +65,7 @@ class GGPRVAccountant(IAccountant):
         """Full :class:`EpsilonReport` for the history (3-tuples use the accountant's defaults)."""
         hist = [self._complete(e) for e in self.history]
         report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error,
-                                         ball_bound=validate_ball_bound(self.ball_bound))
+                                         ball_bound=self.ball_bound)
         if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
             report = dataclasses.replace(report, scope="shuffled")
         return report
@@ -87,7 +87,7 @@ class GGPRVAccountant(IAccountant):
         """
         hist = [self._complete(e) for e in self.history]
         return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
-                                      ball_bound=validate_ball_bound(self.ball_bound))
+                                      ball_bound=self.ball_bound)
 
     def __len__(self) -> int:
         """Number of history entries (segments of identical steps), as Opacus's accountants define it;

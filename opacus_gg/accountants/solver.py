@@ -127,14 +127,15 @@ def get_noise_multiplier(
             lo, e_lo = mid, e_mid
         slow = slow + 1 if hi - lo > 0.5 * width else 0
     if table:
-        slope = _log_slope(eps, hi)
+        slope = _log_slope(eps, hi, e_hi)
         return _lower_with_table(lambda sg: eps(sg, "table"), hi, target_epsilon, epsilon_tolerance, slope)
     return hi
 
 
-def _log_slope(eps: Callable[[float], float], sigma: float) -> float:
-    """k with ε(σ) ≈ c·σ^{−k} near ``sigma``, from the (cheap) Rényi bound at σ and 0.95σ; 1 where undefined."""
-    e1, e0 = eps(sigma), eps(0.95 * sigma)
+def _log_slope(eps: Callable[[float], float], sigma: float, e1: float) -> float:
+    """k with ε(σ) ≈ c·σ^{−k} near ``sigma``, from the (cheap) Rényi bound e1 = ε(σ) and ε(0.95σ); 1 where
+    undefined."""
+    e0 = eps(0.95 * sigma)
     if not (math.isfinite(e0) and math.isfinite(e1) and e0 > e1 > 0):
         return 1.0
     return math.log(e0 / e1) / -math.log(0.95)
