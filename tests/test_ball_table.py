@@ -27,8 +27,8 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _lower_hull, ball_table, base_log_moment_rates,
-                                            base_pair, envelope_pair, loss_grid)
+from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lower_hull, ball_table,
+                                            base_log_moment_rates, base_pair, envelope_pair, loss_grid)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.composition import compose_history
 from opacus_gg.accountants.gg_pair import GGPair
@@ -140,6 +140,23 @@ def test_envelope_of_nearly_equal_crossing_curves_is_realizable_and_dominates():
     diff = one.h_pq(ALPHAS) - prod.h_pq(ALPHAS)
     assert diff.max() > 1e-6 and diff.min() < -1e-6  # they cross
     _check_realizable_and_dominating([one, prod, GGPair(0.67, 1.2)], t)
+
+
+def test_grid_read_gives_exactly_the_pairs_own_curves():
+    """The build reads pairs through :class:`_Grid` (indices cached per grid, partial sums): bit for bit the
+    numbers of DiscretePair.h_pq / h_qp at the grid's α, for pairs on the grid and on a product's wider grid."""
+    t = loss_grid(1.0, TINY)
+    g = _Grid(t)
+    one = envelope_pair([GGPair(0.6, 1.5)], t, g)[0]
+    f = envelope_pair([GGPair(0.3, 1.5)], t)[0]
+    first, prod = f.compose(one, keep_transform=True), f.compose(one, keep_transform=True)
+    assert f.__dict__["_transforms"]  # the second product read f's kept transforms
+    fresh = envelope_pair([GGPair(0.3, 1.5)], t)[0].compose(one)
+    assert np.array_equal(prod.omega, fresh.omega) and np.array_equal(first.nu, fresh.nu)
+    for pr in (one, prod, prod):  # the second read of prod uses the cached indices
+        a, b = g.read(pr)
+        assert np.array_equal(a, np.clip(pr.h_pq(np.exp(t[t >= 0])), 0.0, 1.0))
+        assert np.array_equal(b, np.clip(pr.h_qp(np.exp(-t[t < 0])), 0.0, 1.0))
 
 
 # ---- the table's top pair -----------------------------------------------------------------------------------

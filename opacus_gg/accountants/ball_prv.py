@@ -37,9 +37,9 @@ import numpy as np
 from ..validation import validate_beta, validate_positive
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
 from .checks import AccountingError, check_finite
-from .discrete import DiscretePair
+from .discrete import DiscretePair, count_below, first_above
 from .discretization import ctd_pmf
-from .gg_pair import GGPair
+from .gg_pair import GGPair, _safe_log
 
 __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_log_moment_rates",
            "build_table", "ball_table", "table_applies", "loss_grid"]
@@ -114,13 +114,17 @@ def _lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray
 
     Each pass drops every point on or above the chord of its current neighbours (such a point is not a vertex of
     the lower hull, and dropping several at once keeps every vertex: a vertex lies strictly below the chord of any
-    two points around it), until the chain is convex. (A wrong decision by round-off only leaves the result
-    slightly non-convex; the connect-the-dots step then clips a negative mass, which raises the curve.)"""
+    two points around it), until the chain is convex. A pass re-tests only the points next to one dropped by the
+    pass before (the others have the same neighbours, hence the same answer: no). (A wrong decision by round-off
+    only leaves the result slightly non-convex; the connect-the-dots step then clips a negative mass, which raises
+    the curve.)"""
     idx = np.arange(x.size)
+    test = np.ones(x.size, dtype=bool)  # chain positions to test (interior ones only are read)
     for _ in range(x.size):
         if idx.size < 3:
             return idx
-        i0, i1, i2 = idx[:-2], idx[1:-1], idx[2:]
+        q = np.flatnonzero(test[1:-1]) + 1  # chain positions tested in this pass
+        i0, i1, i2 = idx[q - 1], idx[q], idx[q + 1]
         rr = use_r[i0] & use_r[i1] & use_r[i2]
         y0 = np.where(rr, yr[i0], yd[i0])
         y1 = np.where(rr, yr[i1], yd[i1])
@@ -129,23 +133,66 @@ def _lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray
         if not drop.any():
             return idx
         keep = np.ones(idx.size, dtype=bool)
-        keep[1:-1] = ~drop
-        idx = idx[keep]
+        keep[q[drop]] = False
+        near = np.zeros(idx.size, dtype=bool)  # a neighbour was dropped: the point gets new neighbours
+        near[:-1] |= ~keep[1:]
+        near[1:] |= ~keep[:-1]
+        idx, test = idx[keep], near[keep]
     return idx
 
 
-def _hull_pair(t: np.ndarray, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[DiscretePair, float]:
+class _Grid:
+    """The table's loss grid t and what every envelope on it reads: α = e^t, the read points of the two curves
+    (t ≥ 0: H_α(P‖Q) at α = e^t; t < 0: H_{1/α}(Q‖P)), the hull's abscissae, and per input grid the indices of
+    :meth:`.DiscretePair.h_pq` / :meth:`.DiscretePair.h_qp` at those points (computed once: the same numbers)."""
+
+    def __init__(self, t: np.ndarray) -> None:
+        self.t = t
+        self.pos = pos = t >= 0
+        self.alpha = np.exp(t)
+        self.a_pos = np.exp(t[pos])  # H_α(P‖Q) read at these α (t ≥ 0)
+        self.a_inv = np.exp(-t[~pos])  # H_α(Q‖P) read at these α (t < 0)
+        self.e_neg = np.exp(t[~pos])  # r = e^t·H_{1/α}(Q‖P)
+        self.e_mt = np.exp(-t)  # ν = ω e^{−t}
+        self.x = np.concatenate([[0.0], self.alpha])
+        self.use_r = np.concatenate([[True], ~pos])
+        self._log_pq = _safe_log(self.a_pos, self.a_pos > 0, None)
+        self._log_qp = -_safe_log(self.a_inv, self.a_inv > 0, None)
+        self._index = {}
+
+    def read(self, pair) -> Tuple[np.ndarray, np.ndarray]:
+        """(H_α(P‖Q) at a_pos, H_α(Q‖P) at a_inv), each clipped to [0, 1]: for a :class:`.DiscretePair` the numbers
+        of its h_pq / h_qp (their indices cached per grid, the sums of the masses taken only where read)."""
+        if not isinstance(pair, DiscretePair):
+            return np.clip(pair.h_pq(self.a_pos), 0.0, 1.0), np.clip(pair.h_qp(self.a_inv), 0.0, 1.0)
+        n = pair.omega.size
+        key = (pair.t0, pair.h, n)
+        if key not in self._index:
+            jp = first_above(pair.t0, pair.h, n, self._log_pq)
+            jq = count_below(pair.t0, pair.h, n, self._log_qp)
+            lo, hi = int(jp.min()), int(jq.max())
+            self._index[key] = (jp - lo, lo, jq, hi)
+        jp, lo, jq, hi = self._index[key]
+        # the upper sums Σ_{k ≥ j} from the top and the lower sums Σ_{k < j} from the bottom, as h_pq / h_qp sum
+        sw = np.concatenate([np.cumsum(pair.omega[lo:][::-1])[::-1], [0.0]])
+        sn = np.concatenate([np.cumsum(pair.nu[lo:][::-1])[::-1], [0.0]])
+        cw = np.concatenate([[0.0], np.cumsum(pair.omega[:hi])])
+        cn = np.concatenate([[0.0], np.cumsum(pair.nu[:hi])])
+        a = np.maximum(pair.p_inf + sw[jp] - self.a_pos * sn[jp], 0.0)
+        b = np.maximum(pair.q_ninf + cn[jq] - self.a_inv * cw[jq], 0.0)
+        return np.clip(a, 0.0, 1.0), np.clip(b, 0.0, 1.0)
+
+
+def _hull_pair(g: _Grid, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[DiscretePair, float]:
     r"""(pair, c): the connect-the-dots pair of the lower convex hull in α of the points (0, 1) and (α_i, δ_i)
     (δ read where t ≥ 0, r = δ − 1 + α where t < 0), c its relative round-off (Lemma R5: δ_pair ≥ (1 − c)·δ_hull)."""
-    alpha = np.exp(t)
-    pos = t >= 0
-    x = np.concatenate([[0.0], alpha])
+    t, alpha, pos, x = g.t, g.alpha, g.pos, g.x
     yd = np.empty(x.size)
     yr = np.empty(x.size)
     yd[0], yr[0] = 1.0, 0.0
     yd[1:][pos], yr[1:][pos] = d_pos, d_pos - 1.0 + alpha[pos]
     yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r_neg, r_neg
-    hull = _lower_hull(x, yd, yr, np.concatenate([[True], ~pos]))
+    hull = _lower_hull(x, yd, yr, g.use_r)
     delta = np.full(t.shape, np.nan)
     r = np.full(t.shape, np.nan)
     # each side interpolated in its accurate coordinate between hull vertices (both are linear in α)
@@ -153,27 +200,23 @@ def _hull_pair(t: np.ndarray, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[Dis
     r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
     omega, rho, c = ctd_pmf(t, delta, r)
     # ν = ω e^{−t}; DiscretePair puts the Q-mass left (losses below the grid) at −∞ itself
-    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, omega * np.exp(-t), float(rho), 0.0), float(c)
+    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, omega * g.e_mt, float(rho), 0.0), float(c)
 
 
-def envelope_pair(pairs: Sequence, t: np.ndarray) -> Tuple[DiscretePair, float]:
+def envelope_pair(pairs: Sequence, t: np.ndarray, grid: Optional[_Grid] = None) -> Tuple[DiscretePair, float]:
     r"""(pair, c): a discrete pair on the grid t dominating every pair in ``pairs`` (Lemma T2).
 
     Reads max_k H_α(P_k‖Q_k) at α = e^t (t ≥ 0) and max_k α·H_{1/α}(Q_k‖P_k) = r (t < 0), takes the lower convex
     hull in α (each input curve is convex, so every hull value is ≥ every input's) and realizes it by connect the
-    dots (:func:`.discretization.ctd_pmf`); c: δ_pair ≥ (1 − c)·δ_hull at every t (Lemma R5)."""
-    pos = t >= 0
-    alpha = np.exp(t[pos])
-    inv = np.exp(-t[~pos])
+    dots (:func:`.discretization.ctd_pmf`); c: δ_pair ≥ (1 − c)·δ_hull at every t (Lemma R5). ``grid``: the
+    :class:`_Grid` of t, kept by a caller that builds many envelopes on it."""
+    g = _Grid(t) if grid is None else grid
     d = rr = None
     for pr in pairs:
-        a = np.clip(pr.h_pq(alpha), 0.0, 1.0)
-        b = np.clip(pr.h_qp(inv), 0.0, 1.0)
-        if isinstance(pr, DiscretePair):
-            pr.__dict__.pop("_cums", None)  # the table holds a column of pairs: drop their cumulative sums
+        a, b = g.read(pr)
         d = a if d is None else np.maximum(d, a)
         rr = b if rr is None else np.maximum(rr, b)
-    return _hull_pair(t, d, np.exp(t[~pos]) * rr)
+    return _hull_pair(g, d, g.e_neg * rr)
 
 
 def base_log_moment_rates(a0: float, beta: float, p: float, orders: Sequence[int]) -> np.ndarray:
@@ -197,7 +240,8 @@ def base_log_moment_rates(a0: float, beta: float, p: float, orders: Sequence[int
     return out
 
 
-def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray) -> Tuple[DiscretePair, float]:
+def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
+              grid: Optional[_Grid] = None) -> Tuple[DiscretePair, float]:
     r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
     ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}) (from (x − α)_+ ≤
     x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); the lower convex hull of those values
@@ -211,8 +255,8 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray)
     def U(log_alpha: np.ndarray) -> np.ndarray:  # min over orders, capped at 1
         return np.minimum(np.exp(np.min(S + logc - (j - 1) * log_alpha[None, :], axis=0)), 1.0)
 
-    pos = t >= 0
-    return _hull_pair(t, U(t[pos]), np.exp(t[~pos]) * U(-t[~pos]))
+    g = _Grid(t) if grid is None else grid
+    return _hull_pair(g, U(t[g.pos]), g.e_neg * U(-t[~g.pos]))
 
 
 @dataclass
@@ -261,10 +305,11 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
         raise AccountingError("ball table: the p-mass grid does not reach m^p")
     low = lat ** p * (1.0 - 1e-10)  # a_j^p rounded down: the rest's mass R − a_{j−1}^p is rounded up
     rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
-    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t) for i in range(1, n_r + 1)]  # (pair, C)
+    grid = _Grid(t)
+    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid) for i in range(1, n_r + 1)]  # (pair, C)
     states = n_r
     for jj in range(1, lat.size):
-        gg = envelope_pair([GGPair(float(lat[jj]), beta)], t)
+        gg = envelope_pair([GGPair(float(lat[jj]), beta)], t, grid)
         cur: List = [None] * (n_r + 1)
         for i in range(1, n_r + 1):
             R = i * d_r
@@ -279,8 +324,9 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
             if k == 0:
                 prod, c_prod = gg
             else:
-                prod, c_prod = gg[0].compose(cur[k][0]), gg[1] + cur[k][1]
-            pair, c = envelope_pair([prev[i][0], prod], t)
+                # the column's GG factor is transformed once (keep_transform) for its products with every rest
+                prod, c_prod = gg[0].compose(cur[k][0], keep_transform=True), gg[1] + cur[k][1]
+            pair, c = envelope_pair([prev[i][0], prod], t, grid)
             cur[i] = (pair, c + max(prev[i][1], c_prod))
             states += 1
         prev = cur

@@ -83,12 +83,7 @@ class DiscretePair:
         alpha = np.asarray(alpha, dtype=np.float64)
         sw, sn, _, _ = self._cumsums()
         pos = alpha > 0
-        t = _safe_log(alpha, pos, log_alpha)
-        # first index with t_j > t
-        j = np.clip(np.floor((t - self.t0) / self.h).astype(np.int64) + 1, 0, self.omega.size)
-        ts = self.t0 + self.h * j
-        j = np.where((j > 0) & (self.t0 + self.h * (j - 1) > t), j - 1, j)  # guard rounding
-        j = np.where((j < self.omega.size) & (ts <= t), j + 1, j)
+        j = first_above(self.t0, self.h, self.omega.size, _safe_log(alpha, pos, log_alpha))
         h = np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0)
         return np.where(pos, h, 1.0 - alpha)
 
@@ -97,20 +92,19 @@ class DiscretePair:
         alpha = np.asarray(alpha, dtype=np.float64)
         _, _, cw, cn = self._cumsums()
         pos = alpha > 0
-        t = -_safe_log(alpha, pos, log_alpha)
-        # number of grid points with t_j < t
-        j = np.clip(np.ceil((t - self.t0) / self.h).astype(np.int64), 0, self.omega.size)
-        j = np.where((j > 0) & (self.t0 + self.h * (j - 1) >= t), j - 1, j)
-        j = np.where((j < self.omega.size) & (self.t0 + self.h * j < t), j + 1, j)
+        j = count_below(self.t0, self.h, self.omega.size, -_safe_log(alpha, pos, log_alpha))
         h = np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0)
         return np.where(pos, h, 1.0 - alpha)
 
-    def compose(self, other: "DiscretePair") -> "DiscretePair":
-        """Product pair (P⊗P', Q⊗Q'): loss laws convolve (exact; spacings must agree)."""
+    def compose(self, other: "DiscretePair", keep_transform: bool = False) -> "DiscretePair":
+        """Product pair (P⊗P', Q⊗Q'): loss laws convolve (exact; spacings must agree). ``keep_transform``: keep
+        this pair's tilted transforms for its next products (one factor composed with many: the same numbers)."""
         if abs(self.h - other.h) > 1e-12 * self.h:
             raise ValueError("can only compose discrete pairs with equal grid spacing")
         t_out = self.t0 + other.t0 + self.h * np.arange(self.omega.size + other.omega.size - 1)
-        om, nu = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self)
+        cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
+        om, nu = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
+                                  a_cache=cache)
         p_inf = 1.0 - (1.0 - self.p_inf) * (1.0 - other.p_inf)
         q_ninf = 1.0 - (1.0 - self.q_ninf) * (1.0 - other.q_ninf)
         return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf)
@@ -148,13 +142,31 @@ def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarr
     return np.exp(lw - m), m
 
 
-def _tilted_convolve(ta, wa, tb, wb, t_out, square=False):
+def first_above(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
+    """For each t, the first index j of the grid t0 + j·h (j < n) with t_j > t (n if none), guarded against the
+    rounding of (t − t0)/h (:meth:`DiscretePair.h_pq`)."""
+    j = np.clip(np.floor((t - t0) / h).astype(np.int64) + 1, 0, n)
+    ts = t0 + h * j
+    j = np.where((j > 0) & (t0 + h * (j - 1) > t), j - 1, j)  # guard rounding
+    return np.where((j < n) & (ts <= t), j + 1, j)
+
+
+def count_below(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
+    """For each t, the number of grid points t0 + j·h (j < n) with t_j < t, guarded against rounding
+    (:meth:`DiscretePair.h_qp`)."""
+    j = np.clip(np.ceil((t - t0) / h).astype(np.int64), 0, n)
+    j = np.where((j > 0) & (t0 + h * (j - 1) >= t), j - 1, j)
+    return np.where((j < n) & (t0 + h * j < t), j + 1, j)
+
+
+def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None):
     r"""P-law ω = ω_a * ω_b and Q-law ν = ω e^{−t} of a product pair, accurate in both tails.
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
     convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
     (≈ 1e-16 · max of the tilted array, untilted) is smallest. Without this, FFT noise of ~1e-17 would be
-    amplified by e^{±t} in the tails.
+    amplified by e^{±t} in the tails. ``a_cache`` (a dict kept with the pair of ``wa``): the transforms of the
+    first factor's tilts, reused when it is composed again on the same FFT length and tilts.
     """
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
     width = max(float(t_out[-1] - t_out[0]), 1e-300)
@@ -168,8 +180,14 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False):
     lam_col = np.asarray(lams)[:, None]
     n_out = wa.size + wb.size - 1
     nfft = sp_fft.next_fast_len(n_out, real=True)
-    xa, ma = _scaled_tilts(wa, lam_col * (ta - ca)[None, :])
-    fa = sp_fft.rfft(xa, nfft, axis=-1, workers=_FFT_WORKERS)
+    key = (nfft, tuple(lams), float(ca))
+    if a_cache is not None and key in a_cache:
+        fa, ma = a_cache[key]
+    else:
+        xa, ma = _scaled_tilts(wa, lam_col * (ta - ca)[None, :])
+        fa = sp_fft.rfft(xa, nfft, axis=-1, workers=_FFT_WORKERS)
+        if a_cache is not None:
+            a_cache[key] = (fa, ma)
     if square:
         prod, mb = fa * fa, ma
     else:
