@@ -10,7 +10,7 @@ the median step time and the median of the per-step in-run ratios to Opacus's st
 (target ≤ 1.05); with ``--runs R`` the whole measurement is repeated and the median of the R in-run
 ratios is printed last. A step = zero_grad + forward + backward (per-sample grads) + clip + noise +
 accountant hook + optimizer update. Peak memory is printed too, with its ratio to Opacus's: on CUDA the
-max allocated bytes of a whole step; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
+max allocated bytes of a whole step above those before it; on CPU the peak bytes allocated inside ``optimizer.step()`` (clip +
 noise + update; forward and backward are Opacus's own hooks), from every allocation record of the profiler; on
 CPU also the GG step's peak on the accelerator branches (forced on CPU by ``_device.accelerator_path``: one
 fused norm pass, the deferred sampler), as "accel-path" with its ratio to Opacus's (target ≤ 1.1).
@@ -23,6 +23,7 @@ On a GPU: ``python benchmarks/step_overhead.py --device cuda``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -81,15 +82,13 @@ def step(model, opt, x, y, device) -> float:
 
 
 def peak_bytes(model, opt, x, y, device) -> float:
-    """Peak memory of a step. CUDA: max allocated bytes over the whole step. CPU: peak of the bytes
+    """Peak memory of a step. CUDA: max allocated bytes over the whole step, above those allocated before it (the
+    model, the data, the other engines' state). CPU: peak of the bytes
     allocated and not yet freed inside ``opt.step()`` (clipping + noise + update, the part that differs
     from Opacus; forward and backward run Opacus's own hooks), from every allocation record of the profiler
     (``opacus_gg._device.peak_bytes``, on one thread)."""
     if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-        step(model, opt, x, y, device)
-        return float(torch.cuda.max_memory_allocated(device))
+        return float(_device.peak_bytes(lambda: step(model, opt, x, y, device), device))
     opt.zero_grad()
     nn.functional.cross_entropy(model(x), y).backward()
     threads = torch.get_num_threads()
@@ -153,6 +152,7 @@ def measure(a: argparse.Namespace) -> None:
                     mem += f"  accel-path peak {accel[c] / 2**20:7.1f} MiB ratio {accel[c] / peaks[configs[0]]:5.3f}"
                 print(f"  {_label(c):24s} median {med * 1e3:8.1f} ms  in-run ratio {ratio:5.3f}{mem}")
             del built
+            gc.collect()  # the engines' hook cycles: free this round's models before the next is built
     if a.runs > 1:
         print(f"median over {a.runs} runs of the in-run ratios")
         for (clipping, c), ratios in per_run.items():

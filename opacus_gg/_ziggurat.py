@@ -515,7 +515,7 @@ def _accel_chunk(n: int) -> int:
     """Chunk of the candidate pass for n draws: n/16 clamped to [ACCEL_MIN_CHUNK, ACCEL_CHUNK], a multiple of 8.
     Its transients (u then the codes, the index, the mask and its packing: ≈ 10 bytes per chunk draw) are the
     sampler's largest beyond the output and the 1-bit mask (≈ 0.16 float32 copies of n for n ≥ 2^21); the
-    rejected draws are then resolved in pieces of 1/32 chunk (:func:`_slot_piece`)."""
+    rejected draws are then resolved in pieces of 1/16 chunk (:func:`_slot_piece`)."""
     return -(-max(ACCEL_MIN_CHUNK, min(ACCEL_CHUNK, -(-n // 16))) // 8) * 8
 
 
@@ -579,14 +579,14 @@ def _first_set(packed: torch.Tensor, n: int, k: int, piece: int) -> torch.Tensor
     """Positions (ascending) of the first k set entries of a mask packed by :func:`_pack` (n entries), filled
     with n where it has fewer: ``nonzero_static`` of the unpacked mask, size k, without unpacking it. Each
     nonzero byte holds ≥ 1 set entry, so the first k nonzero bytes hold the first k set entries; they are
-    unpacked ``piece / 4`` bytes at a time, each set bit written at its rank. int32 when n < 2^31."""
+    unpacked ``piece / 2`` bytes at a time, each set bit written at its rank. int32 when n < 2^31."""
     m = packed.numel()
     device = packed.device
     at = torch.nonzero_static(packed, size=k, fill_value=m).flatten()
     pos = torch.full((k + 1,), n, dtype=torch.int32 if n < 2**31 - 1 else torch.int64, device=device)  # k: dump
     before = torch.zeros((), dtype=torch.int64, device=device)
     lanes = torch.arange(8, dtype=torch.int64, device=device)
-    step = max(piece // 4, 1)
+    step = max(piece // 2, 1)
     for a in range(0, k, step):
         nb = at[a : a + step]
         byte = packed.index_select(0, nb.clamp(max=m - 1)).masked_fill_(nb >= m, 0)
@@ -616,10 +616,12 @@ def _ranks(mask: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
 
 def _slot_piece(n: int) -> int:
     """Slots (and pool candidates) per piece in :func:`_resolve` for n draws, and 4× the nonzero mask bytes per
-    piece in :func:`_first_set` (≈ 200 bytes of temporaries per byte): 1/32 of a candidate chunk
-    (:func:`_accel_chunk`), so that a piece's float64 and index temporaries stay well below the candidate
-    pass's (≈ 10 bytes per chunk draw); ≈ 6–12 pieces (K ≈ 0.8–2.3 % of n) for n ≥ 2^21."""
-    return _accel_chunk(n) // 32
+    piece in :func:`_first_set` (≈ 200 bytes of temporaries per byte): 1/16 of a candidate chunk
+    (:func:`_accel_chunk`), so that a piece's float64 and index temporaries stay below the candidate pass's
+    (≈ 10 bytes per chunk draw); ≈ 3–6 pieces (K ≈ 0.8–2.3 % of n) for n ≥ 2^21. Larger pieces mean fewer kernel
+    launches, which bound the sampler on a GPU (``benchmarks/profile_step.py``: 1/32 and piece/4 launched 853
+    kernels for 10^6 draws, these 495); the step's peak memory stays ≤ 1.1× Opacus's (tests/test_step_memory.py)."""
+    return _accel_chunk(n) // 16
 
 
 def _restart_pool(m: int, beta: float, scale: float, generator, device, work_dtype, piece: int):

@@ -94,7 +94,7 @@ def test_epoch_lines_stream_through_a_pipe(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "opacus_gg", "train", "--config", "quickstart", "--output-dir", str(tmp_path / "r"),
            *TINY, "--noise-multiplier", "1", "--epochs", "4", "--set", "privacy.paper_epsilon=false"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(tmp_path),
-                            env={**os.environ, "PYTHONPATH": str(root)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
     try:
         running_at_first_epoch = None
         for line in proc.stdout:

@@ -427,7 +427,8 @@ def test_get_epsilon_before_any_step_gg_prv_is_zero():
 
 
 def test_ghost_fsdp_beta2_equals_opacus():
-    """grad_sample_mode='ghost_fsdp' (FSDP2, one gloo process on CPU) at β = 2: Opacus's parameters bit for bit."""
+    """grad_sample_mode='ghost_fsdp' (FSDP2, one gloo process; the model where FSDP2 puts it: CUDA where present) at
+    β = 2: Opacus's parameters bit for bit."""
     import socket
 
     import torch.distributed as dist
@@ -438,17 +439,18 @@ def test_ghost_fsdp_beta2_equals_opacus():
     def run(cls, kw):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 5))
-        dp_model = FSDP2Wrapper(model)
+        dp_model = FSDP2Wrapper(model)  # on a CUDA device where one is present
+        dev = next(model.parameters()).device
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
         ds = TensorDataset(torch.randn(32, 10), torch.randint(0, 5, (32,)))
         pe = cls(accountant="prv")
         dp_model, opt, crit, dl = pe.make_private(
             module=dp_model, optimizer=opt, criterion=nn.CrossEntropyLoss(), data_loader=DataLoader(ds, batch_size=16),
             noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False, grad_sample_mode="ghost_fsdp",
-            noise_generator=torch.Generator().manual_seed(3), **kw)
+            noise_generator=torch.Generator(device=dev).manual_seed(3), **kw)
         for x, y in dl:
             opt.zero_grad()
-            crit(dp_model(x), y).backward()
+            crit(dp_model(x.to(dev)), y.to(dev)).backward()
             opt.step()
         return opt, [p.full_tensor().detach().clone() for p in model.parameters()], pe.accountant.history
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dp_sgd_example_runs_and_learns():
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "dp_sgd.py"), "--epochs", "2", "--n-train", "600", "--beta", "1.5"],
         capture_output=True, text=True, env=env, timeout=600, check=True,

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from ddp_helpers import WORLD, spawn
+from devices import DEVICES
 from scipy import stats
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -38,19 +39,20 @@ def _ghost(beta, sigma=1.0, mgn=1.0, batch=16, reduction="mean", **kw):
         noise_generator=torch.Generator().manual_seed(1), **kw)
 
 
-@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.parametrize("device,accel", [("cpu", False), ("cpu", True), pytest.param("cuda", True, marks=DEVICES[1].marks)])
 @pytest.mark.parametrize("beta", [1.0, 1.5, 3.0])
-def test_ghost_noise_is_gg(beta, accel):
+def test_ghost_noise_is_gg(beta, device, accel):
     """Zero clipped sum: p.grad is the noise alone, i.i.d. GG(β, σC) (KS against scipy's gennorm), on the CPU
-    and the accelerator branches."""
-    prm = torch.nn.Parameter(torch.zeros(40, 500))
+    and the accelerator branches (forced on CPU, and on a CUDA device where one is present)."""
+    prm = torch.nn.Parameter(torch.zeros(40, 500, device=device))
     opt = GGDPOptimizerFastGradientClipping(
         torch.optim.SGD([prm], lr=0.1), noise_multiplier=0.7, max_grad_norm=2.0, expected_batch_size=1,
-        loss_reduction="sum", beta=beta, clip_norm_p=2.0, generator=torch.Generator().manual_seed(5))
+        loss_reduction="sum", beta=beta, clip_norm_p=2.0, generator=torch.Generator(device=device).manual_seed(5))
     prm.grad = torch.zeros_like(prm)
     with _device.accelerator_path(accel):
         assert opt.pre_step()
-    x = prm.grad.flatten().double().numpy()
+    assert prm.grad.device.type == device
+    x = prm.grad.flatten().double().cpu().numpy()
     assert stats.kstest(x, stats.gennorm(beta, scale=gennorm_scale(beta, 1.4)).cdf).pvalue > 1e-3
 
 

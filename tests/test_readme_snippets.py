@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the subprocesses import this checkout first (and what the caller's PYTHONPATH adds)
+_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
 #: (command, quoted output) for each ``$ opacus-gg …`` line of a console block and the lines under it
@@ -29,7 +31,7 @@ def test_readme_has_python_blocks() -> None:
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_python_block_runs_as_pasted(index: int, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", BLOCKS[index]], capture_output=True, text=True, timeout=600,
-                       cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       cwd=str(tmp_path), env=_ENV)
     assert r.returncode == 0, f"README python block {index} failed:\n{BLOCKS[index]}\n{r.stderr[-3000:]}"
 
 
@@ -46,7 +48,7 @@ def _console_case(command: str, quoted: str):
 @pytest.mark.parametrize("command, quoted", [_console_case(c, q) for c, q in CONSOLE])
 def test_quoted_output_is_what_the_command_prints(command: str, quoted: str) -> None:
     r = subprocess.run([sys.executable, "-m", "opacus_gg", *shlex.split(command)[1:]], capture_output=True,
-                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       text=True, timeout=600, env=_ENV)
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip("\n") == quoted, f"README quotes for `{command}`:\n{quoted}\nit prints:\n{r.stdout}"
 

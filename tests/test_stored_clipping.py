@@ -10,6 +10,7 @@ import warnings
 import mpmath
 import pytest
 import torch
+from devices import DEVICES
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -34,8 +35,10 @@ def _model(dtype):
 def _stored_per_sample(dtype, p, mode, trials, seed):
     """(stored clipped gradient per trial (list of tensors), its bound(s), exact unclipped norm ratio)."""
     torch.manual_seed(seed)
-    model_dtype = torch.float32 if mode == "autocast" else dtype
-    model = _model(model_dtype)
+    device = "cuda" if mode.startswith("cuda") else "cpu"
+    autocast = mode.endswith("autocast")
+    model_dtype = torch.float32 if autocast else dtype
+    model = _model(model_dtype).to(device)
     per_layer = mode == "per_layer"
     n_tensors = len(list(model.parameters()))
     gen = torch.Generator().manual_seed(seed)
@@ -50,11 +53,11 @@ def _stored_per_sample(dtype, p, mode, trials, seed):
         )
     out = []
     for _ in range(trials):
-        x = torch.randn(1, 2, 8, generator=gen).to(model_dtype)
+        x = torch.randn(1, 2, 8, generator=gen).to(model_dtype).to(device)
         scale = float(torch.empty(()).uniform_(-1.0, 3.0, generator=gen).exp()) * 10  # mostly clipped
         opt.zero_grad(set_to_none=True)
-        if mode == "autocast":
-            with torch.autocast("cpu", dtype=dtype):
+        if autocast:
+            with torch.autocast(device, dtype=dtype):
                 loss = model(x).float().square().sum() * scale
         else:
             loss = model(x).float().square().sum() * scale
@@ -72,11 +75,13 @@ def _stored_per_sample(dtype, p, mode, trials, seed):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0])
-@pytest.mark.parametrize("mode", ["factors", "full", "per_layer", "accelerator", "no_float64", "autocast"])
+@pytest.mark.parametrize("mode", ["factors", "full", "per_layer", "accelerator", "no_float64", "autocast"] + [
+    pytest.param(m, marks=DEVICES[1].marks) for m in ("cuda", "cuda_autocast")])
 def test_stored_clipped_gradient_is_within_C_in_its_dtype(dtype, p, mode):
     """β = p (so p = 2 also covers the β = 2 path): per trial, one sample's clipped gradient as stored in the
     parameters' dtype; its exact ℓp norm (per layer with C_l for per-layer clipping) is ≤ C. "no_float64": the
-    accelerator branches of a device without float64 (MPS), run on CPU through ``_device.without_float64``. Most samples are
+    accelerator branches of a device without float64 (MPS), run on CPU through ``_device.without_float64``; "cuda",
+    "cuda_autocast": the same on a CUDA device where one is present (its own kernels). Most samples are
     clipped, and the largest stored norm is within 1.5 % of C (the bound is not vacuous)."""
     stored, cs = _stored_per_sample(dtype, p, mode, trials=12, seed=int(p * 10) + len(mode))
     worst = 0.0

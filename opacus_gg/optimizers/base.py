@@ -343,6 +343,7 @@ class GGNoiseMixin(GGParamsMixin):
         else:
             for p in self.params:
                 _check_processed_flag(p.summed_grad)
+                p.grad = None  # backward's gradient, overwritten below: freed before the buffer replaces it
             scale = self.noise_multiplier * self.max_grad_norm
             groups = _group_by_device_dtype(self.params)
             flats = [self._draw(sum(p.summed_grad.numel() for p in ps), scale, ps[0].summed_grad) for ps in groups]
