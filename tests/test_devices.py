@@ -36,6 +36,19 @@ def _tail_masses_ok(x: torch.Tensor, beta: float, scale: float) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_host_sync_counter_sees_one_sync_and_no_more(device):
+    """The counter of the step test is not vacuous: one ``.item()`` is one synchronisation (on CUDA also by the
+    runtime's own count), an element-wise op none."""
+    t = torch.randn(100, device=device)
+    with HostSyncs(device) as c:
+        t.sum().item()
+    assert c.count == 1 and c.runtime == (1 if device == "cuda" else 0)
+    with HostSyncs(device) as c:
+        t.mul_(2).add_(1)
+    assert c.count == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("beta", [1.0, 1.2, 1.5, 3.0, 8.0])
 def test_sampler_law_on_device(device, dtype, beta):
