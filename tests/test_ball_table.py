@@ -382,12 +382,12 @@ def test_sphere_shapes_cover_every_sorted_grid_point():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("beta,p", [(1.5, 1.5), (1.2, 1.2), (3.0, 1.5)])
+@pytest.mark.parametrize("beta,p", [(1.5, 1.5), (1.2, 1.2), (3.0, 1.5), (1.5, 1.2), (1.2, 1.5)])
 def test_table_one_step_epsilon_is_above_the_lower_bound_oracle_for_every_shape_up_to_three_coordinates(beta, p):
     """Brute force, one step, no subsampling (q = 1, T = 1), σ = 2 (m = 0.5): for every shape with d ≤ 3 on a grid
     of the sphere, the oracle's rigorous lower bound on ε(δ) never exceeds the table's ε; the table's ε is also
-    above the equal-spread PRV and the d = 1 PRV (up to one mesh, their upper ends' excess). β = 3 > 2 with
-    p = 1.5: the table is accepted there (p ≤ TABLE_P_MAX), so it is brute-forced there too."""
+    above the equal-spread PRV and the d = 1 PRV (up to one mesh, their upper ends' excess). β ≠ p and β = 3 > 2:
+    the table is accepted there (p ≤ TABLE_P_MAX), so it is brute-forced there too."""
     sigma = 2.0
     tab = ball_table(1.0 / sigma, beta, p, FINE)
     seg = PairSegment(tab.pairs, 1.0, 1, tab.roundoff)
