@@ -13,6 +13,15 @@ from opacus_gg.experiments.demo_data import write_adult, write_cifar10, write_de
 __all__ = ["write_adult", "write_cifar10", "write_imdb", "write_svhn"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ball_table_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Ball tables the tests build go to a fresh directory (subprocesses inherit it), never the user's disk cache
+    (:mod:`opacus_gg.accountants.table_cache`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPACUS_GG_CACHE", str(tmp_path_factory.mktemp("opacus_gg_cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory with all four generated datasets (CIFAR-10, SVHN, Adult, IMDB)."""

@@ -21,7 +21,8 @@ ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5
 
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
 lattice; the cost does not depend on σ): p = 1.2: 15.6k states, 41–49 s; p = 1.5: 48k, 108–137 s; p = 1.8: 147k,
-8 min; p = 2: 307k, 16 min; under 0.2 GB. The top pairs are kept for the process (:func:`ball_table`, LRU).
+8 min; p = 2: 307k, 16 min; under 0.2 GB. The top pairs are kept for the process (:func:`ball_table`, LRU) and on
+disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and library version.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..validation import validate_beta, validate_positive
+from . import table_cache
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
 from .checks import AccountingError, check_finite
 from .discrete import DiscretePair, count_below, first_above
@@ -338,5 +340,14 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
 
 @functools.lru_cache(maxsize=16)
 def ball_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) -> BallTable:
-    """:func:`build_table`, kept for the process (one table per (β, p, σ, spec))."""
-    return build_table(m, beta, p, spec)
+    """:func:`build_table`, kept for the process (one table per (β, p, σ, spec)) and on disk across processes
+    (:mod:`.table_cache`: keyed by the exact parameters, the spec and the code; read back through the pair's own
+    checks)."""
+    key = table_cache.table_key(m, beta, p, spec)
+    hit = table_cache.load(key)
+    if hit is not None:
+        top, meta = hit
+        return BallTable(top, meta["roundoff"], m, beta, p, spec, int(meta["states"]), float(meta["seconds"]))
+    tab = build_table(m, beta, p, spec)
+    table_cache.save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds})
+    return tab

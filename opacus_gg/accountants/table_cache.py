@@ -1,0 +1,119 @@
+r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 40 s–2 min to build
+and is the same pair every time for the same (m, β, p, spec) and the same code, so its top pair is kept on disk
+and a later process (a CLI query, a resumed training run, the σ solver's probes) reads it back in milliseconds.
+
+Where: ``$OPACUS_GG_CACHE/ball_tables`` if the variable is set (``OPACUS_GG_CACHE=off`` turns the cache off), else
+``$XDG_CACHE_HOME/opacus_gg/ball_tables`` (``~/.cache/opacus_gg/ball_tables``). One ``.npz`` file per table
+(≈ 30–60 kB), written atomically, read without pickle.
+
+What makes a read sound: the file's name is the SHA-256 of the key (m, β, p as exact float hex, the spec's
+fields, and a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants`,
+:mod:`opacus_gg.distribution`, :mod:`opacus_gg.validation`), and the key is stored in the file and compared on
+read; so a changed parameter, spec or library version never reads another table. The pair read back passes
+:class:`.discrete.DiscretePair`'s own checks (finite, non-negative, mass within its budget) like a built one. A
+file that cannot be read or does not match is rebuilt (with a warning), never used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from .discrete import DiscretePair
+
+__all__ = ["CACHE_ENV", "cache_dir", "table_key", "load", "save"]
+
+#: environment variable naming the cache's parent directory ("off": no disk cache)
+CACHE_ENV = "OPACUS_GG_CACHE"
+_FORMAT = 1
+
+
+def cache_dir() -> Optional[Path]:
+    """The ball tables' directory (module docstring), or None when ``OPACUS_GG_CACHE=off``."""
+    root = os.environ.get(CACHE_ENV)
+    if root is not None and root.strip().lower() == "off":
+        return None
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "opacus_gg")
+    return Path(root) / "ball_tables"
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """SHA-256 of the source of every module that determines a table's numbers (module docstring)."""
+    pkg = Path(__file__).resolve().parents[1]
+    files = sorted((pkg / "accountants").rglob("*.py")) + [pkg / "distribution.py", pkg / "validation.py"]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(pkg)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def table_key(m: float, beta: float, p: float, spec: Any) -> Dict[str, Any]:
+    """The exact key of one table: floats as hex (no rounding), the spec's fields, the code hash."""
+    fields = {k: (float(v).hex() if isinstance(v, float) else v) for k, v in dataclasses.asdict(spec).items()}
+    return {"format": _FORMAT, "m": float(m).hex(), "beta": float(beta).hex(), "p": float(p).hex(),
+            "spec": json.loads(json.dumps(fields)), "code": code_hash()}
+
+
+def _path(key: Dict[str, Any]) -> Optional[Path]:
+    d = cache_dir()
+    if d is None:
+        return None
+    return d / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:40] + ".npz")
+
+
+def load(key: Dict[str, Any]) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
+    """(top pair, metadata) of the table stored under ``key``, or None (no cache, no file, or an unusable file:
+    then a warning, and the caller rebuilds)."""
+    path = _path(key)
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            stored = json.loads(str(z["key"]))
+            meta = json.loads(str(z["meta"]))
+            if stored != json.loads(json.dumps(key)):
+                raise ValueError("its key differs from the one asked for")
+            pair = DiscretePair(float(z["t0"]), float(z["h"]), np.array(z["omega"], dtype=np.float64),
+                                np.array(z["nu"], dtype=np.float64), float(z["p_inf"]), float(z["q_ninf"]))
+        if not (isinstance(meta.get("roundoff"), float) and 0.0 <= meta["roundoff"] < 1e-3):
+            raise ValueError(f"its round-off C is not a small non-negative number: {meta.get('roundoff')!r}")
+    except Exception as e:  # noqa: BLE001 - any unreadable file is rebuilt, never used
+        warnings.warn(f"ball table cache: {path} is not usable ({type(e).__name__}: {e}); rebuilding the table",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    return pair, meta
+
+
+def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any]) -> Optional[Path]:
+    """Store ``pair`` and ``meta`` under ``key`` (atomic: a temporary file renamed); None without a cache or when
+    the directory is not writable (then a warning; the table is still used)."""
+    path = _path(key)
+    if path is None:
+        return None
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, key=json.dumps(key, sort_keys=True), meta=json.dumps(meta), t0=pair.t0, h=pair.h,
+                     omega=pair.omega, nu=pair.nu, p_inf=pair.p_inf, q_ninf=pair.q_ninf)
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        warnings.warn(f"ball table cache: could not write {path} ({e}); the table is used but not kept",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    return path
