@@ -132,3 +132,24 @@ def test_a_failed_prv_self_check_where_the_prv_is_published_is_said_aloud(monkey
     with pytest.warns(UserWarning, match=r"could not certify its own numerics.*total mass 1\.5.*Rényi bound"):
         rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=2.0)
     assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon) and "prv_failed" in rep.details
+
+
+def test_a_missing_equal_spread_reference_is_said_aloud(monkeypatch):
+    """β = 1.5, d = 100: the published ε is the Rényi bound and the equal-spread PRV is its reference; if the PRV
+    fails a self-check (as at d = 10^9 before Lemma R6), a warning names the check, and the report's bracket and
+    verbose lines say "not available" instead of printing the Rényi bound as the PRV's bracket (which they did)."""
+    from opacus_gg.accountants import api
+    from opacus_gg.accountants.checks import AccountingError
+
+    def failing(*args, **kwargs):
+        raise AccountingError("discrete pair (Q-law): total mass 1.5 is not within 1e-08 of [0, 1]")
+
+    monkeypatch.setattr(api, "_compose_tight", failing)
+    with pytest.warns(UserWarning, match=r"PRV over every equal spread.*not available.*total mass 1\.5"):
+        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=1.5, dim=100)
+    assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon)
+    bracket = rep.prv_bracket()
+    assert bracket["upper"] is None and "total mass 1.5" in bracket["not_available"]
+    lines = rep.verbose_lines()
+    assert any("not available" in line and "total mass 1.5" in line for line in lines)
+    assert not any("worst case" in line or "lower" in line for line in lines)

@@ -270,7 +270,9 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
     ball alone (it holds for every β, d, p; docs/accounting.md, "Every shift"), ∞ with the reason where that
     is infinite too. Inputs are validated before the PRV runs, so ``error`` is numerical, never bad input.
     Where the PRV bound would have been the published number (``prv_published``) the switch is said aloud: a
-    one-line warning naming the failed check, since the number printed is then the looser Rényi bound."""
+    one-line warning naming the failed check, since the number printed is then the looser Rényi bound; where
+    the PRV only gave the equal-spread reference beside it, a warning says that the reference is missing, and why
+    (the report's ``prv_bracket`` then carries ``not_available``)."""
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
     if prv_published:
         warnings.warn(f"the PRV accountant could not certify its own numerics at beta="
@@ -286,6 +288,10 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
             f"{sorted({s.noise_multiplier for s in segs})}: the PRV composition failed ({reason}) and so did the "
             f"Rényi bound ({e2}); lower beta or raise noise_multiplier") from None
     details = {"prv_failed": reason, "rdp_order": order, "epsilon_rdp": eps}
+    if not prv_published and math.isfinite(eps):  # the published ε is unaffected, but its reference is missing
+        warnings.warn(f"the PRV over every equal spread (the reference reported beside the proven Rényi bound) is "
+                      f"not available at beta={sorted({s.beta for s in segs})}, noise_multiplier="
+                      f"{sorted({s.noise_multiplier for s in segs})}: {reason}", UserWarning, stacklevel=3)
     if not math.isfinite(eps):
         details["infinite_because"] = ("every Rényi order's moment of the privacy loss overflows at these settings "
                                       "(the bound is infinite, not the privacy loss necessarily)")

@@ -8,6 +8,14 @@ preserving both: a refinement, so the original is a post-processing of the discr
 (convolution of the P-laws and, separately, of the Q-laws of the loss) is exact, so k-coordinate
 shapes are built by binary powering with a dominating re-gridding after every product
 (:mod:`.spreads` builds the pairs covering every equal spread from these).
+
+Mass normalization (docs/accounting.md, Lemma R6): a pair whose computed law has mass above 1 (round-off, within
+the checked budget) has its finite part scaled by s < 1; both its curves are then ≥ s·those before, products
+multiply these factors, and the pair's ``roundoff`` C = 1 − Π s (over every normalization in its chain, each as
+often as the chain uses it) is divided out of the curves it returns: ``h_pq``/``h_qp`` are upper bounds on the
+curves of the same chain computed without normalizations. A P-law short by round-off is scaled up (not filled at
++∞). Without this, a mass error of the k-fold power grows like k times that of one factor (≈ 2·10^{−17} per
+coordinate: 1.08·10^{−8} at k = 2^{29}), a Q-law's excess lowers H(P‖Q), and deficits put at +∞ add up to ~10^{−7}.
 """
 
 from __future__ import annotations
@@ -21,15 +29,18 @@ from scipy import fft as sp_fft
 
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
-from .checks import check_finite, check_pmf, mass_budget
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
 __all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
 
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
-#: round-off allowed in a discrete pair's mass beyond :func:`.checks.mass_budget` (products of the powering chain)
-PRODUCT_MASS_BUDGET = 1e-8
+#: round-off allowed in a discrete pair's mass beyond :func:`.checks.mass_budget`, per construction (every input
+#: of a product is normalized to mass ≤ 1, so one product's own round-off: measured ≤ 1e-15, Lemma R6)
+PRODUCT_MASS_BUDGET = 1e-12
+#: a pair whose accumulated normalization factor C reaches this is refused (AccountingError)
+MAX_ROUNDOFF = 1e-3
 #: mass below which tails of convolved laws are cut, kept above floating-point FFT noise (~1e-17 per point)
 CUT_MASS = 1e-24
 
@@ -39,7 +50,11 @@ class DiscretePair:
     r"""A pair on loss values ``t0 + j·h`` (j = 0..n−1): P-masses ``omega``, Q-masses ``nu``; plus P mass
     ``p_inf`` at loss +∞ (Q = 0 there) and Q mass ``q_ninf`` at loss −∞ (P = 0 there).
 
-    Validity: ν_j = ω_j e^{−t_j} (up to rounding); both laws have total mass 1.
+    Validity: ν_j = ω_j e^{−t_j} (up to rounding); both laws have total mass ≤ 1 (1 up to rounding and what the
+    normalizations, accounted by C, took away).
+
+    ``roundoff`` C (Lemma R6): the mass normalizations of this pair and of every pair it was built from shrink the
+    curves by at most the factor 1 − C; :meth:`h_pq` and :meth:`h_qp` return the curves divided by 1 − C.
     """
 
     t0: float
@@ -48,17 +63,55 @@ class DiscretePair:
     nu: np.ndarray
     p_inf: float
     q_ninf: float
+    roundoff: float = 0.0
 
     def __post_init__(self) -> None:
-        # both laws finite, non-negative and of mass ≤ 1 within the round-off budget (Lemma R2): the binary
-        # powering's products each rescale ω to its exact total, but ν = ω e^{−t} drifts (measured ≤ 1.2e-10 at
-        # d = 10^6, 8192 points); 10^{−8} on top of the per-point budget
+        # both laws finite, non-negative and of mass ≤ 1 within the round-off budget (Lemma R2); the inputs of a
+        # product are normalized (below), so this is one construction's own round-off
         budget = mass_budget(self.omega.size) + PRODUCT_MASS_BUDGET
         check_pmf(self.omega, "discrete pair (P-law)", mass_budget=budget, inf_mass=self.p_inf)
         check_pmf(self.nu, "discrete pair (Q-law)", mass_budget=budget, inf_mass=self.q_ninf)
-        # mass lost to round-off is put at ±∞ (P at +∞, Q at −∞): pessimistic, keeps both laws of mass ≥ 1
-        self.p_inf = float(min(max(self.p_inf, 1.0 - float(self.omega.sum())), 1.0))
-        self.q_ninf = float(min(max(self.q_ninf, 1.0 - float(self.nu.sum())), 1.0))
+        self._normalize(budget)
+
+    def _normalize(self, budget: float) -> None:
+        r"""Both laws to mass ≤ 1 without lowering a curve by more than the factor 1 − C (Lemma R6); sums in long
+        double (error ≪ u where its mantissa is wider, as on x86-64), so a float64 sum's own rounding is neither
+        filled nor scaled away.
+
+        (a) A P-law of mass 1 − d with 0 < d ≤ ``budget`` + C (round-off of the atoms on the grid, and the mass
+        earlier scalings (b) freed; mass beyond the grid is the caller's ``p_inf``) has its finite part scaled up by
+        f = (1 − p_∞)/Σω: both curves only rise. At +∞, as before, such a d would add d to H(P‖Q) at every α, and
+        the powering multiplies these atoms by k (1e-7 at k = 10^9: more than δ = 1e-5 allows at T = 10^5,
+        q = 10^{−3}); a larger deficit still goes to +∞.
+        (b) A law of mass > 1 (after (a)): the finite part is scaled by s = min((1 − p_∞)/Σω, (1 − q_∞)/Σν); both
+        curves are then ≥ s·those before, and C becomes 1 − (1 − C)·s(1 − u) (u: the rounding of the scaled
+        masses). The P-mass that scaling frees is not put anywhere (the factor s accounts for it).
+        (c) A Q-law of mass < 1 gets the rest at −∞ (callers leave the Q-mass of losses below the grid to this)."""
+        omega, nu = self.omega, self.nu
+        rest_p, rest_q = 1 - np.longdouble(self.p_inf), 1 - np.longdouble(self.q_ninf)
+        tot_p, tot_q = np.sum(omega, dtype=np.longdouble), np.sum(nu, dtype=np.longdouble)
+        deficit = float(rest_p - tot_p)
+        f = 1.0
+        if tot_p > 0 and 0 < deficit <= budget + self.roundoff:
+            # rounded up (a deficit below half an ulp of f would stay behind): the overshoot, < u, is scaled by (b)
+            f = max(float(rest_p / tot_p), float(np.nextafter(1.0, 2.0)))
+            tot_p, tot_q = tot_p * f, tot_q * f
+        elif deficit > 0:
+            self.p_inf = float(min(self.p_inf + deficit, 1.0))  # mass the caller left off the grid: at +∞
+            rest_p = 1 - np.longdouble(self.p_inf)
+        s = 1.0
+        for tot, rest in ((tot_p, rest_p), (tot_q, rest_q)):
+            if tot > rest:
+                s = min(s, max(float(rest / tot), 0.0))
+        if f * s != 1.0:
+            omega, nu = omega * (f * s), nu * (f * s)
+        if s < 1.0:
+            self.roundoff = 1.0 - (1.0 - self.roundoff) * s * (1.0 - UNIT_ROUNDOFF)
+        self.omega, self.nu = omega, nu
+        self.q_ninf = float(min(max(self.q_ninf, 1.0 - float(np.sum(nu, dtype=np.longdouble))), 1.0))
+        if not self.roundoff < MAX_ROUNDOFF:
+            raise AccountingError(f"discrete pair: its mass normalizations shrink its curves by C = "
+                                  f"{self.roundoff:.3g} (≥ {MAX_ROUNDOFF:g}): the round-off is not small")
 
     @property
     def ts(self) -> np.ndarray:
@@ -79,21 +132,25 @@ class DiscretePair:
         return cached[1]
 
     def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(P‖Q) = p_inf + Σ_{t_j > log α} (ω_j − α ν_j), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(P‖Q) = (p_inf + Σ_{t_j > log α} (ω_j − α ν_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
         alpha = np.asarray(alpha, dtype=np.float64)
         sw, sn, _, _ = self._cumsums()
         pos = alpha > 0
         j = first_above(self.t0, self.h, self.omega.size, _safe_log(alpha, pos, log_alpha))
         h = np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0)
+        if self.roundoff:
+            h = h / (1.0 - self.roundoff)  # Lemma R6: an upper bound on the curve without normalizations
         return np.where(pos, h, 1.0 - alpha)
 
     def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(Q‖P) = q_ninf + Σ_{t_j < −log α} (ν_j − α ω_j), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(Q‖P) = (q_ninf + Σ_{t_j < −log α} (ν_j − α ω_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
         alpha = np.asarray(alpha, dtype=np.float64)
         _, _, cw, cn = self._cumsums()
         pos = alpha > 0
         j = count_below(self.t0, self.h, self.omega.size, -_safe_log(alpha, pos, log_alpha))
         h = np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0)
+        if self.roundoff:
+            h = h / (1.0 - self.roundoff)  # Lemma R6
         return np.where(pos, h, 1.0 - alpha)
 
     def compose(self, other: "DiscretePair", keep_transform: bool = False) -> "DiscretePair":
@@ -105,9 +162,12 @@ class DiscretePair:
         cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
         om, nu = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
                                   a_cache=cache)
-        p_inf = 1.0 - (1.0 - self.p_inf) * (1.0 - other.p_inf)
-        q_ninf = 1.0 - (1.0 - self.q_ninf) * (1.0 - other.q_ninf)
-        return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf)
+        # 1 − (1 − a)(1 − b) without cancellation (it rounded tiny atoms by ~u, which the powering multiplies by k)
+        p_inf = self.p_inf + other.p_inf - self.p_inf * other.p_inf
+        q_ninf = self.q_ninf + other.q_ninf - self.q_ninf * other.q_ninf
+        # the factors' normalizations multiply (Lemma R6)
+        roundoff = 1.0 - (1.0 - self.roundoff) * (1.0 - other.roundoff)
+        return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf, roundoff)
 
     def window(self) -> Tuple[float, float]:
         """Loss range outside of which both laws carry < CUT_MASS."""
@@ -129,7 +189,7 @@ class DiscretePair:
         if h <= self.h and self.omega.size <= n:
             return self
         ts = self.ts
-        return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n)
+        return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
 
 
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -211,21 +271,22 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None):
         om = np.exp(np.log(conv[pick, cols]) + back[pick, cols])
     # FFT round-off changes the total mass by ~1e-16 per product (compounding to ~1e-11 over 20 doublings):
     # rescale to the exact total Σω_a·Σω_b, a pure round-off correction
-    tot = om.sum()
+    tot = np.sum(om, dtype=np.longdouble)  # long double: a float64 sum's own rounding is not put into ω
     if tot > 0:
-        om = om * (wa.sum() * wb.sum() / tot)
+        om = om * float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble) / tot)
     nu = om * np.exp(np.clip(-t_out, -700.0, 700.0))
     return om, nu
 
 
-def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n) -> DiscretePair:
+def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) -> DiscretePair:
     r"""Move atoms (ω, ν) at loss t onto the grid t0 + j h (j < n) so that the result dominates.
 
     Inside the grid an atom at t ∈ [g_j, g_{j+1}] goes to g_{j+1} with P-fraction
     θ = (1 − e^{−(t−g_j)})/(1 − e^{−h}) and to g_j with 1 − θ; the Q-masses follow as ν·θe^{t−g_{j+1}}
     and ν·(1−θ)e^{t−g_j} (both P and Q totals preserved). Below the grid: P mass moves up to g_0
     with Q mass ω e^{−g_0}, the rest of Q goes to −∞. Above: Q mass moves down to g_{n−1} with P mass
-    ν e^{g_{n−1}}, the rest of P goes to +∞. Each step is a refinement, hence dominating.
+    ν e^{g_{n−1}}, the rest of P goes to +∞. Each step is a refinement, hence dominating. The map is linear in the
+    finite atoms, so the result keeps the input's normalization factor (``roundoff``, Lemma R6).
     """
     om_new = np.zeros(n)
     nu_new = np.zeros(n)
@@ -254,7 +315,7 @@ def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n) -> DiscretePair:
     theta = np.clip(np.expm1(-u) / np.expm1(-h), 0.0, 1.0)
     om_new += np.bincount(j + 1, theta * w, n) + np.bincount(j, (1.0 - theta) * w, n)
     nu_new += np.bincount(j + 1, v * theta * np.exp(u - h), n) + np.bincount(j, v * (1.0 - theta) * np.exp(u), n)
-    return DiscretePair(t0, h, om_new, nu_new, float(p_inf), float(q_ninf))
+    return DiscretePair(t0, h, om_new, nu_new, float(p_inf), float(q_ninf), roundoff)
 
 
 def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
@@ -332,7 +393,7 @@ def compose_aligned(x: DiscretePair, y: DiscretePair) -> DiscretePair:
     # y is finer: move y onto spacing x.h
     lo, hi = y.window()
     n = max(int(math.ceil((hi - lo) / x.h)) + 1, 2)
-    y2 = _split_atoms(y.ts, y.omega, y.nu, y.p_inf, y.q_ninf, lo, x.h, n)
+    y2 = _split_atoms(y.ts, y.omega, y.nu, y.p_inf, y.q_ninf, lo, x.h, n, y.roundoff)
     return x.compose(y2)
 
 

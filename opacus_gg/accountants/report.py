@@ -99,8 +99,12 @@ class EpsilonReport:
     def prv_bracket(self) -> Dict[str, Any]:
         """The PRV computation's lower end, estimate and upper end, and the scope of that upper end: ``epsilon``
         itself when ``method`` is "prv" (or "paper"), else the PRV over every equal spread ("equal_spreads")
-        that runs beside the published Rényi bound, which its upper end may be below."""
+        that runs beside the published Rényi bound, which its upper end may be below. Where the PRV failed
+        (``details["prv_failed"]``) the three are None and ``not_available`` holds the reason."""
         scope = self.scope if self.method in ("prv", "paper", "gaussian") else "equal_spreads"
+        if "prv_failed" in self.details:  # the PRV did not run to the end: no bracket, and why
+            return {"lower": None, "estimate": None, "upper": None, "scope": scope,
+                    "not_available": self.details["prv_failed"]}
         return {"lower": self.epsilon_lower, "estimate": self.epsilon_estimate, "upper": self.epsilon_upper,
                 "scope": scope}
 
@@ -120,6 +124,9 @@ class EpsilonReport:
         b = self.prv_bracket()
         what = "sampled PRV (paper mode)" if self.method == "paper" else (
             "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
+        if "not_available" in b:  # the published ε is the Rényi bound; the PRV's numbers do not exist
+            lines.append(f"  PRV accountant: not available: {b['not_available']}")
+            return lines
         # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):
         # where that cover is looser than the proven bound, its bracket is the cover's, not ε's
         loose = b["scope"] == "equal_spreads" and b["upper"] > self.epsilon
