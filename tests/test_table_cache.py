@@ -43,7 +43,7 @@ def test_a_table_read_back_from_disk_is_the_built_pair_and_gives_the_same_epsilo
     files = list(cache.glob("*.npz"))
     assert len(files) == 1
     read = _from_disk_only(monkeypatch)
-    for f in ("t0", "h", "p_inf", "q_ninf"):
+    for f in ("t0", "h", "p_inf", "q_ninf", "roundoff"):  # roundoff: the pair's own factor (Lemma R6)
         assert getattr(read.top, f) == getattr(built.top, f)
     assert np.array_equal(read.top.omega, built.top.omega) and np.array_equal(read.top.nu, built.top.nu)
     assert (read.roundoff, read.states, read.seconds) == (built.roundoff, built.states, built.seconds)

@@ -85,8 +85,11 @@ def load(key: Dict[str, Any]) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
             meta = json.loads(str(z["meta"]))
             if stored != json.loads(json.dumps(key)):
                 raise ValueError("its key differs from the one asked for")
+            pair_c = float(z["pair_roundoff"])  # the pair's own normalization factor (discrete.py, Lemma R6)
+            if not 0.0 <= pair_c:
+                raise ValueError(f"its pair's normalization factor is negative: {pair_c!r}")
             pair = DiscretePair(float(z["t0"]), float(z["h"]), np.array(z["omega"], dtype=np.float64),
-                                np.array(z["nu"], dtype=np.float64), float(z["p_inf"]), float(z["q_ninf"]))
+                                np.array(z["nu"], dtype=np.float64), float(z["p_inf"]), float(z["q_ninf"]), pair_c)
         if not (isinstance(meta.get("roundoff"), float) and 0.0 <= meta["roundoff"] < 1e-3):
             raise ValueError(f"its round-off C is not a small non-negative number: {meta.get('roundoff')!r}")
     except Exception as e:  # noqa: BLE001 - any unreadable file is rebuilt, never used
@@ -108,7 +111,7 @@ def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any]) -> Optio
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             np.savez(f, key=json.dumps(key, sort_keys=True), meta=json.dumps(meta), t0=pair.t0, h=pair.h,
-                     omega=pair.omega, nu=pair.nu, p_inf=pair.p_inf, q_ninf=pair.q_ninf)
+                     omega=pair.omega, nu=pair.nu, p_inf=pair.p_inf, q_ninf=pair.q_ninf, pair_roundoff=pair.roundoff)
         os.replace(tmp, path)
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
