@@ -23,6 +23,7 @@ from opacus.accountants import PRVAccountant
 
 from opacus_gg.accountants import GGPRVAccountant, get_noise_multiplier
 from opacus_gg.accountants import ball_rdp, discretization, spreads
+from opacus_gg.formatting import fmt_up
 
 
 def _clear():
@@ -161,14 +162,14 @@ def main() -> None:
     opa = PRVAccountant()
     opa.history = [(s, q, T)]
     e_opa, t_opa, m_opa, tt_opa = _measure(lambda: opa.get_epsilon(delta))
-    print(f"Opacus PRV      beta=2            T={T}: eps={e_opa:.4f}  time={t_opa:.2f}s  peak={m_opa:.0f} MiB"
+    print(f"Opacus PRV      beta=2            T={T}: eps={fmt_up(e_opa)}  time={t_opa:.2f}s  peak={m_opa:.0f} MiB"
           f"  (traced {tt_opa:.2f}s)")
 
     for beta in (2.0, 1.5):
         acc = GGPRVAccountant(beta=beta, dim=d)
         acc.history = [(s, q, T, beta, d, None)]
         e, t, m, tt = _measure(lambda: acc.get_epsilon(delta))
-        print(f"opacus-gg gg_prv beta={beta} d={d} T={T}: eps={e:.4f}  time={t:.2f}s  peak={m:.0f} MiB"
+        print(f"opacus-gg gg_prv beta={beta} d={d} T={T}: eps={fmt_up(e)}  time={t:.2f}s  peak={m:.0f} MiB"
               f"  (traced {tt:.2f}s)", end="")
         if beta == 2.0:
             print(f"  | ratio to Opacus: time {t / t_opa:.2f}x, memory {m / m_opa:.2f}x, eps {e / e_opa:.6f}")

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 from opacus_gg import GGPrivacyEngine
 from opacus_gg.experiments.data import load_digits
 from opacus_gg.experiments.models import build_model
+from opacus_gg.formatting import fmt_up
 
 C_GRID = (0.1, 0.3, 1.0, 3.0)
 EPOCHS, BATCH, LR, EPS, DELTA = 10, 64, 1.0, 3.0, 1e-5
@@ -86,7 +87,7 @@ def main() -> None:
                 sd = statistics.stdev(accs) if len(accs) > 1 else 0.0
                 mode = (f"adaptive γ={adaptive['target_unclipped_quantile']:g} η={adaptive['clipbound_learning_rate']:g} "
                         f"from C={c:g} (final C {statistics.mean(finals):.3g})" if adaptive else f"C={c:g}")
-                print(f"beta={a.beta:g} p={p:g} {mode:50s} sigma={sigma:.4f} eps={eps:.4f} "
+                print(f"beta={a.beta:g} p={p:g} {mode:50s} sigma={sigma:.4f} eps={fmt_up(eps)} "
                       f"acc={statistics.mean(accs):.3f}±{sd:.3f}", flush=True)
     print(f"{time.time() - t0:.0f} s")
 

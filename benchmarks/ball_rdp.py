@@ -10,6 +10,7 @@ import warnings
 
 from opacus_gg.accountants import ball_rdp, compute_epsilon
 from opacus_gg.accountants.ball_rdp import clear_caches
+from opacus_gg.formatting import fmt_up
 
 
 def cost(p: float) -> None:
@@ -21,7 +22,7 @@ def cost(p: float) -> None:
     t = time.perf_counter()
     ball_rdp.rdp_ball_epsilon([seg[:2] + (seg[2] + 1,) + seg[3:]], 1e-5)
     warm = time.perf_counter() - t
-    print(f"beta=1.5 p={p:g} d=1e6 sigma=1 q=0.001 T=1e5 delta=1e-5: eps={eps:.4f} (order {order:g}) "
+    print(f"beta=1.5 p={p:g} d=1e6 sigma=1 q=0.001 T=1e5 delta=1e-5: eps={fmt_up(eps)} (order {order:g}) "
           f"cold {cold:.2f} s wall ({cold_cpu:.2f} s CPU), warm (T+1) {warm * 1e3:.1f} ms")
 
 
@@ -39,11 +40,11 @@ def table() -> None:
                                             beta=beta, dim=d, clip_norm_p=p)
                     if "prv_failed" in r.details:  # the PRV is out of range: the Rényi bound alone is published
                         raise ValueError(r.details["prv_failed"])
-                    prv = f"{r.epsilon_upper:.4f}"
+                    prv = fmt_up(r.epsilon_upper)
                     ratio = f"{rdp_eps / r.epsilon_upper:.3f}"
                 except ValueError as err:  # the PRV refuses settings whose truncated mass is too large
                     prv, ratio = f"refused ({str(err)[:40]}...)", "-"
-                print(f"| {beta:g} | {p:g} | {d:g} | {rdp_eps:.4f} | {prv} | {ratio} |")
+                print(f"| {beta:g} | {p:g} | {d:g} | {fmt_up(rdp_eps)} | {prv} | {ratio} |")
 
 
 if __name__ == "__main__":

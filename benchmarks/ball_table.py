@@ -46,6 +46,7 @@ from opacus_gg.accountants.ball_prv import TABLE_P_MAX, TableSpec, ball_table, t
 from opacus_gg.accountants.history import PairSegment, normalize_history
 from opacus_gg.accountants.spreads import exact_spread_pair, spread_cover
 from opacus_gg.accountants.table_cache import CACHE_ENV
+from opacus_gg.formatting import fmt_down, fmt_up
 
 
 class Setting(NamedTuple):
@@ -166,15 +167,26 @@ def print_sweep(s: Setting) -> None:
                               dim=s.dim, clip_norm_p=s.p)
     cover = rep.prv_bracket()["upper"] if "prv_failed" not in rep.details else None
     renyi = rep.details.get("epsilon_rdp")
-    print(f"| {s.beta:g} | {s.p:g} | {s.sigma:g} | {s.q:g} | {s.steps:g} | {s.dim:g} | {w['upper']:.4f} |"
-          f" {w['lower']:.4f} | {w['k']} | {_f(cover)} | {w['pairs']}{' capped' if w['capped'] else ''},"
-          f" {w['max_excess']:.3g} | {_f(renyi)} | {_f(cover / w['upper'] if cover else None, '.3f')} |"
-          f" {_f(renyi / w['upper'] if renyi else None, '.3f')} | {time.perf_counter() - t0:.0f} |")
+    print(f"| {s.beta:g} | {s.p:g} | {s.sigma:g} | {s.q:g} | {s.steps:g} | {s.dim:g} | {_up(w['upper'])} |"
+          f" {_down(w['lower'])} | {w['k']} | {_up(cover)} | {w['pairs']}{' capped' if w['capped'] else ''},"
+          f" {w['max_excess']:.3g} | {_up(renyi)} | {_up(cover / w['upper'] if cover else None, 3)} |"
+          f" {_up(renyi / w['upper'] if renyi else None, 3)} | {time.perf_counter() - t0:.0f} |")
     sys.stdout.flush()
 
 
 def _f(x: Optional[float], fmt: str = ".4f") -> str:
+    """Times, ratios of timings and counts (not privacy numbers)."""
     return "-" if x is None else format(x, fmt)
+
+
+def _up(x: Optional[float], digits: int = 4) -> str:
+    """An upper bound (or a ratio of one over a reference, a "within" figure), rounded up (``fmt_up``)."""
+    return "-" if x is None else fmt_up(x, digits)
+
+
+def _down(x: Optional[float]) -> str:
+    """A lower bound, rounded down (``fmt_down``)."""
+    return "-" if x is None else fmt_down(x)
 
 
 def print_row(r: dict) -> None:
@@ -195,8 +207,8 @@ def print_row(r: dict) -> None:
     if r.get("table_in_report") is not None and tb is not None and r["table_in_report"] != tb:
         flag += f" (report's table eps {r['table_in_report']:.6f} differs)"
     build = "cached" if r.get("build") is None else f"{r['build']:.1f}"
-    print(head + f" {_f(tb)} | {_f(es)} | {_f(r.get('spread_lower'))} | {_f(r.get('one_lower'))} | {_f(rn)} | {_f(r.get('published'))} |"
-          f" {_f(tb / es if tb and es else None, '.3f')} | {_f(rn / es if rn and es else None, '.3f')} |"
+    print(head + f" {_up(tb)} | {_up(es)} | {_down(r.get('spread_lower'))} | {_down(r.get('one_lower'))} | {_up(rn)} |"
+          f" {_up(r.get('published'))} | {_up(tb / es if tb and es else None, 3)} | {_up(rn / es if rn and es else None, 3)} |"
           f" {build} | {r['states']} | {r['roundoff']:.1e} | {r['peak']:.0f} | {_f(r.get('compute'), '.1f')} |"
           + flag + (f" ERROR {r['error']}" if "error" in r else "")
           + (f" PRV failed: {r['prv_failed']}" if r.get("prv_failed") else ""))

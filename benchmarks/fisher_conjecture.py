@@ -22,6 +22,7 @@ from scipy import integrate, special
 from opacus_gg.accountants.ball_rdp import subsampled_rdp_upper
 from opacus_gg.accountants.fisher import fisher_information
 from opacus_gg.accountants.renyi import DEFAULT_ORDERS
+from opacus_gg.formatting import fmt_up
 
 JS = [2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 
@@ -111,8 +112,8 @@ def main() -> None:
                 print(beta, j, [mpmath.nstr(mp_ratio(j, a, beta), 6) for a in ("1e-6", "1e-5", "1e-4", "1e-3", "1e-2")])
     if args.epsilon:
         for beta in (1.2, 1.5, 1.8):
-            print(f"beta={beta}: eps {fisher_epsilon(beta):.4f} (q=0.001, T=1e5); "
-                  f"{fisher_epsilon(beta, q=0.01, steps=1000):.4f} (q=0.01, T=1000)")
+            print(f"beta={beta}: eps {fmt_up(fisher_epsilon(beta))} (q=0.001, T=1e5); "
+                  f"{fmt_up(fisher_epsilon(beta, q=0.01, steps=1000))} (q=0.01, T=1000)")
 
 
 if __name__ == "__main__":
