@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg.checkpoint import load_checkpoint_file
-from opacus_gg.formatting import solver_progress
+from opacus_gg.formatting import fmt_up, solver_progress
 from opacus_gg.steps import steps_for_epochs
 
 from .config import DEFAULTS, Config, validate_config
@@ -424,6 +424,6 @@ def opacus_baseline(cfg: Config, bundle: DataBundle, target_epsilon: float, prog
     rep = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0 / steps_per_epoch, steps=steps, delta=delta,
                           beta=2.0, eps_error=float(p["eps_error"]))
     log(f"Opacus baseline: test_acc {acc:.4f}  ε = {epsilon_text(rep.epsilon, rep.scope)} at δ = {delta:g} "
-        f"(Opacus's own PRV accountant: {engine.get_epsilon(delta):.4f})")
+        f"(Opacus's own PRV accountant: {fmt_up(engine.get_epsilon(delta))})")
     return {"test_accuracy": acc, "noise_multiplier": sigma, "epsilon": rep.epsilon, "epsilon_scope": rep.scope,
             "epsilon_opacus_prv": float(engine.get_epsilon(delta)), "engine": "opacus.PrivacyEngine(accountant='prv')"}
