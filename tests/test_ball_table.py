@@ -27,7 +27,7 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lower_hull, ball_table,
+from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lattice, _lower_hull, ball_table,
                                             base_log_moment_rates, base_pair, envelope_pair, loss_grid)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.composition import compose_history
@@ -157,6 +157,23 @@ def test_grid_read_gives_exactly_the_pairs_own_curves():
         a, b = g.read(pr)
         assert np.array_equal(a, np.clip(pr.h_pq(np.exp(t[t >= 0])), 0.0, 1.0))
         assert np.array_equal(b, np.clip(pr.h_qp(np.exp(-t[t < 0])), 0.0, 1.0))
+
+
+def test_table_spec_refines_the_base_cell_and_the_low_ratio_for_sigma_below_one_only():
+    spec = TableSpec()
+    for m in (0.25, 0.5, 1.0):  # σ ≥ 1: the spec's own cells (the same lattice, relative to m, as before)
+        assert spec.cells(m) == (spec.a0, spec.ratio_low)
+        lat = _lattice(m, spec)
+        assert lat[0] <= spec.a0 * m < lat[1] and lat[-1] == m
+    for m, f in ((1.25, 1.25), (2.0, 2.0), (4.0, 2.0)):  # divided by min(m, refine_to)
+        a0, r = spec.cells(m)
+        assert a0 == pytest.approx(spec.a0 / f, rel=1e-15) and r - 1 == pytest.approx((spec.ratio_low - 1) / f)
+        lat = _lattice(m, spec)
+        assert lat[0] <= a0 * m < lat[1] and lat[-1] == m
+        ratios = lat[1:] / lat[:-1]
+        high = lat[1:] > spec.high_from * m  # the cell (a_{j−1}, a_j] by its upper end
+        assert np.allclose(ratios[high], spec.ratio_high, rtol=1e-12)
+        assert np.all(ratios[~high] <= r * (1 + 1e-12)) and np.allclose(ratios[~high][1:], r, rtol=1e-12)
 
 
 # ---- the table's top pair -----------------------------------------------------------------------------------

@@ -49,11 +49,16 @@ __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "b
 
 @dataclass(frozen=True)
 class TableSpec:
-    r"""Resolution of a ball table, relative to m = 1/σ (so one spec means the same work at every σ).
+    r"""Resolution of a ball table, relative to m = 1/σ (one spec means the same work at every σ ≥ 1).
 
     Lattice: ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, down to a_0 ≤ ``a0``·m; loss grid:
-    step ``h``·m on [−``half_width``·m, ``half_width``·m]; Base: Rényi orders ``orders``. Any spec gives an upper
-    bound; finer ones a tighter one (defaults: within ~1 % of the worst equal spread at β = p = 1.5)."""
+    step ``h``·m on [−``half_width``·m, ``half_width``·m]; Base: Rényi orders ``orders``. For m > 1 (σ < 1) the Base
+    cell ``a0`` and the low cells' ``ratio_low`` − 1 are divided by min(m, ``refine_to``) (:meth:`cells`): at a
+    fixed relative resolution the excess over the worst shape grows with m (σ = 0.5, β = p = 1.5: up to 7 %, set by
+    the small coordinates of the rest beside a large one: a0, ratio_low and the mass step ΔR < a_0^p), and the cost
+    grows like (m/a_0)^p·J, so the refinement stops at m = refine_to.
+    Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the equal-spread PRV at
+    β = p ≤ 1.5, σ ≥ 0.5, benchmarks/ball_table_results.md)."""
 
     a0: float = 0.03
     ratio_low: float = 1.02
@@ -62,9 +67,18 @@ class TableSpec:
     h: float = 0.005
     half_width: float = 10.0
     orders: Tuple[int, ...] = tuple(range(2, 65))
+    refine_to: float = 2.0
+
+    def cells(self, m: float) -> Tuple[float, float]:
+        """(a0, ratio_low) used at m: the spec's where min(m, refine_to) ≤ 1; a0/f and 1 + (ratio_low − 1)/f with
+        f = min(m, refine_to) otherwise."""
+        f = min(m, self.refine_to)
+        if f <= 1.0:
+            return self.a0, self.ratio_low
+        return self.a0 / f, 1.0 + (self.ratio_low - 1.0) / f
 
     def __post_init__(self) -> None:
-        for name in ("a0", "h", "half_width"):
+        for name in ("a0", "h", "half_width", "refine_to"):
             validate_positive(getattr(self, name), name)
         if not (self.ratio_low > 1.0 and self.ratio_high > 1.0):
             raise ValueError(f"ratio_low and ratio_high must be > 1, got {self.ratio_low}, {self.ratio_high}")
@@ -284,10 +298,12 @@ class BallTable:
 
 
 def _lattice(m: float, spec: TableSpec) -> np.ndarray:
-    """a_0 < … < a_J = m: ratio_high on [high_from·m, m], ratio_low below, down to the first a_0 ≤ a0·m."""
+    """a_0 < … < a_J = m: ratio_high on [high_from·m, m], ratio_low below, down to the first a_0 ≤ a0·m (a0 and
+    ratio_low as :meth:`TableSpec.cells` sets them at m)."""
+    a0, ratio_low = spec.cells(m)
     lat = [m]
-    while lat[-1] > spec.a0 * m:
-        lat.append(lat[-1] / (spec.ratio_high if lat[-1] > spec.high_from * m else spec.ratio_low))
+    while lat[-1] > a0 * m:
+        lat.append(lat[-1] / (spec.ratio_high if lat[-1] > spec.high_from * m else ratio_low))
     return np.array(lat[::-1])
 
 
