@@ -4,7 +4,8 @@ Noise units: GG(β, 1) per coordinate, m = 1/noise_multiplier, shifts μ ≥ 0 (
 ‖μ‖_p ≤ m, in any dimension. E(R, c) is a discrete pair that dominates (P_μ, Q^{⊗n}) for every n and every μ with
 max μ_i ≤ c and Σ μ_i^p ≤ R (docs/accounting.md, "Every shift at PRV level: the table over (p-mass, cap)").
 
-Lattice a_0 < a_1 < … < a_J = m (ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, a_0 ≤ a0·m);
+Lattice a_0 < a_1 < … < a_J = m (ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, a_0 ≤ a0·m; a0 and
+ratio_low − 1 divided by min(m, 2) for m > 1, :meth:`TableSpec.cells`);
 p-mass grid R_i = i·ΔR (ΔR < a_0^p, R_N ≥ m^p). Split on the cell (a_{j−1}, a_j] of the largest coordinate:
 
     E(R_i, a_0) = Base(R_i, a_0)                                            (every coordinate ≤ a_0)
@@ -20,9 +21,11 @@ pair T and of T swapped (:class:`Swapped`): both adjacency directions then read 
 ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5).
 
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
-lattice; the cost does not depend on σ): p = 1.2: 15.6k states, 41–49 s; p = 1.5: 48k, 108–137 s; p = 1.8: 147k,
-8 min; p = 2: 307k, 16 min; under 0.2 GB. The top pairs are kept for the process (:func:`ball_table`, LRU) and on
-disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and library version.
+lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s (p = 1.8:
+147k, 8 min, and p = 2: 307k, 16 min, before the speed-up); at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
+p = 1.5: 231k, 8.5 min on a loaded machine; under 0.2 GB. The top pairs are kept for the process
+(:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and
+library version.
 """
 
 from __future__ import annotations
