@@ -298,6 +298,24 @@ def test_mass_normalization_curves_cover_the_unnormalized_pair_and_the_laws_are_
     assert DiscretePair(*_skewed_pair(40, 0.0, 1e-6)).p_inf == pytest.approx(1e-6, rel=1e-6)
 
 
+def test_mass_normalization_keeps_the_q_rest_of_the_law_as_given():
+    # Lemma R6 (d), found by review: a P-law short by 1e-12 and a Q-law short by 2e-12 with q_∞ left to the
+    # normalizer (as the connect-the-dots pairs do). The reference is the pair as given with its Q-rest at −∞;
+    # scaling P up before setting that atom shrank it by (f − 1)Σν ≈ 1e-12 and lowered H(Q‖P) with C = 0 (at
+    # large α only the −∞ atom counts). Now the rest is set first and the Q-excess the scale-up makes goes to C.
+    from opacus_gg.accountants.discrete import DiscretePair
+
+    alpha = np.exp(np.linspace(-3.0, 8.0, 601))
+    t0, h, om, nu, _, _ = args = _skewed_pair(40, -2e-12, 1e-12)
+    pair = DiscretePair(*args)
+    rest = float(1.0 - np.sum(nu, dtype=np.longdouble))
+    assert rest > 1.5e-12
+    raw_pq, raw_qp = _raw_curves((t0, h, om, nu, 0.0, rest), alpha)
+    tol = 1e-15
+    assert np.all(pair.h_pq(alpha) >= raw_pq - tol) and np.all(pair.h_qp(alpha) >= raw_qp - tol)
+    assert pair.q_ninf >= rest - 1e-27 and pair.h_qp(alpha)[-1] >= rest - 1e-27
+
+
 def test_mass_normalization_factors_multiply_through_products():
     # Lemma R6 (d): the normalized factors' product, divided by 1 − C (C = 1 − Π(1 − C_i)), is ≥ the product of
     # the pairs as given, computed here by a direct (exact up to u) convolution of the raw masses
@@ -335,3 +353,23 @@ def test_equal_spread_pair_of_a_billion_coordinates_keeps_its_mass():
     for law, atom in ((pair.omega, pair.p_inf), (pair.nu, pair.q_ninf)):  # ≤ 1; short by at most what C accounts
         assert 1.0 - pair.roundoff - 1e-14 <= float(np.sum(law, dtype=np.longdouble)) + atom <= 1.0 + 1e-15
     assert pair.p_inf < 1e-15
+
+
+@pytest.mark.parametrize("mu,k", [(1.0, 2**29), (4.0, 2**29), (0.2, 2**29), (1.0, 10**9 - 1), (4.0, 2**23)])
+def test_gaussian_chains_stay_above_the_closed_form_curve(mu, k):
+    """An independent oracle for Lemma R6 over a whole powering chain: at β = 2 the k-fold product of one
+    coordinate's pair (shift μ/√k) is the Gaussian pair of shift μ, whose curves are closed-form
+    (H_α = Φ(μ/2 − ε/μ) − αΦ(−μ/2 − ε/μ), ε = log α, both orientations). The chain's curves (divided by 1 − C)
+    are never below them at 4001 values of ε over both tails. Measured margins: +2·10^{−8} … +2·10^{−7} relative;
+    without the division by 1 − C the μ = 0.2, k = 2^29 and μ = 1, k = 10^9 − 1 chains are 9.6·10^{−8} and
+    1.5·10^{−7} relative below, so the test sees a missing factor."""
+    from opacus_gg.accountants.spreads import _Chain
+
+    pair = _Chain(mu / math.sqrt(k), 2.0, 1 << 13).power(k)
+    assert 0.0 <= pair.roundoff < 1e-4
+    eps = np.linspace(-mu * mu / 2 - 8 * mu, mu * mu / 2 + 9 * mu, 4001)
+    alpha = np.exp(eps)
+    exact = stats.norm.sf(eps / mu - mu / 2) - alpha * stats.norm.sf(eps / mu + mu / 2)
+    seen = exact > 1e-200
+    for h in (pair.h_pq(alpha), pair.h_qp(alpha)):
+        assert np.all(h[seen] >= exact[seen] * (1 - 1e-12)), np.min((h[seen] - exact[seen]) / exact[seen])

@@ -40,7 +40,7 @@ _FFT_WORKERS = 1
 #: of a product is normalized to mass ≤ 1, so one product's own round-off: measured ≤ 1e-15, Lemma R6)
 PRODUCT_MASS_BUDGET = 1e-12
 #: a pair whose accumulated normalization factor C reaches this is refused (AccountingError)
-MAX_ROUNDOFF = 1e-3
+MAX_ROUNDOFF = 1e-4
 #: mass below which tails of convolved laws are cut, kept above floating-point FFT noise (~1e-17 per point)
 CUT_MASS = 1e-24
 
@@ -86,10 +86,15 @@ class DiscretePair:
         (b) A law of mass > 1 (after (a)): the finite part is scaled by s = min((1 − p_∞)/Σω, (1 − q_∞)/Σν); both
         curves are then ≥ s·those before, and C becomes 1 − (1 − C)·s(1 − u) (u: the rounding of the scaled
         masses). The P-mass that scaling frees is not put anywhere (the factor s accounts for it).
-        (c) A Q-law of mass < 1 gets the rest at −∞ (callers leave the Q-mass of losses below the grid to this)."""
+        (c) A Q-law of mass < 1 gets the rest at −∞ (callers leave the Q-mass of losses below the grid to this),
+        computed first, from the law as given: the scaling (a) then cannot shrink that atom (it would lower
+        H(Q‖P)); the Q-excess (a) creates instead is scaled away by (b), which C accounts for.
+        C is updated by the net factor g = f·s of the finite part when g < 1 (the atoms at ±∞ are ≥ those given),
+        so normalizing a normalized pair again leaves it and its C as they are."""
         omega, nu = self.omega, self.nu
-        rest_p, rest_q = 1 - np.longdouble(self.p_inf), 1 - np.longdouble(self.q_ninf)
         tot_p, tot_q = np.sum(omega, dtype=np.longdouble), np.sum(nu, dtype=np.longdouble)
+        self.q_ninf = float(min(max(self.q_ninf, float(1 - tot_q)), 1.0))  # (c), from the law as given
+        rest_p, rest_q = 1 - np.longdouble(self.p_inf), 1 - np.longdouble(self.q_ninf)
         deficit = float(rest_p - tot_p)
         f = 1.0
         if tot_p > 0 and 0 < deficit <= budget + self.roundoff:
@@ -103,10 +108,11 @@ class DiscretePair:
         for tot, rest in ((tot_p, rest_p), (tot_q, rest_q)):
             if tot > rest:
                 s = min(s, max(float(rest / tot), 0.0))
-        if f * s != 1.0:
-            omega, nu = omega * (f * s), nu * (f * s)
-        if s < 1.0:
-            self.roundoff = 1.0 - (1.0 - self.roundoff) * s * (1.0 - UNIT_ROUNDOFF)
+        g = f * s
+        if g != 1.0:
+            omega, nu = omega * g, nu * g
+        if g < 1.0:
+            self.roundoff = 1.0 - (1.0 - self.roundoff) * g * (1.0 - UNIT_ROUNDOFF)
         self.omega, self.nu = omega, nu
         self.q_ninf = float(min(max(self.q_ninf, 1.0 - float(np.sum(nu, dtype=np.longdouble))), 1.0))
         if not self.roundoff < MAX_ROUNDOFF:
