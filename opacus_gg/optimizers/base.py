@@ -161,6 +161,8 @@ class GGClipMixin(GGParamsMixin):
             self._step_checks.clear()
             if self._restore_generator is not None:  # the noise was drawn before the refusal was known
                 self._restore_generator()
+            for p in self.params:  # no gradient after a refused step, on every path (add_noise may have freed it)
+                p.grad = None
             self._refuse(popped=len(self._step_skip_queue) < queued)
             raise
         except BaseException:
