@@ -98,3 +98,17 @@ def test_cache_off_or_unwritable_keeps_the_table(tmp_path, monkeypatch):
     monkeypatch.delenv(table_cache.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert table_cache.cache_dir() == tmp_path / "xdg" / "opacus_gg" / "ball_tables"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(table_cache.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
+    with pytest.warns(RuntimeWarning, match="no home directory"):
+        assert table_cache.cache_dir() is None
+
+
+def test_the_key_names_the_numerical_environment_and_no_sources_means_no_cache(cache, monkeypatch):
+    """numpy, scipy and the machine's long double are in the key (a cache directory shared by several
+    environments never reads another's table); an install without readable sources keeps tables per process."""
+    env = table_cache.table_key(*ARGS)["environment"]
+    assert set(env) == {"numpy", "scipy", "machine", "longdouble_mantissa"} and env["numpy"] == np.__version__
+    monkeypatch.setattr(table_cache, "code_hash", lambda: "")
+    with pytest.warns(RuntimeWarning, match="sources are not readable"):
+        assert table_cache.load(table_cache.table_key(*ARGS)) is None

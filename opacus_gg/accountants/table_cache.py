@@ -1,4 +1,4 @@
-r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 40 s–2 min to build
+r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 35 s–9 min to build
 and is the same pair every time for the same (m, β, p, spec) and the same code, so its top pair is kept on disk
 and a later process (a CLI query, a resumed training run, the σ solver's probes) reads it back in milliseconds.
 
@@ -7,9 +7,10 @@ Where: ``$OPACUS_GG_CACHE/ball_tables`` if the variable is set (``OPACUS_GG_CACH
 (≈ 30–60 kB), written atomically, read without pickle.
 
 What makes a read sound: the file's name is the SHA-256 of the key (m, β, p as exact float hex, the spec's
-fields, and a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants`,
-:mod:`opacus_gg.distribution`, :mod:`opacus_gg.validation`), and the key is stored in the file and compared on
-read; so a changed parameter, spec or library version never reads another table. The pair read back passes
+fields, a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants`,
+:mod:`opacus_gg.distribution`, :mod:`opacus_gg.validation`, and the numpy and scipy versions and the machine's
+long double), and the key is stored in the file and compared on read; so a changed parameter, spec, library or
+environment (a cache directory shared by several) never reads another table. The pair read back passes
 :class:`.discrete.DiscretePair`'s own checks (finite, non-negative, mass within its budget) like a built one. A
 file that cannot be read or does not match is rebuilt (with a warning), never used.
 """
@@ -21,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import tempfile
 import warnings
 from pathlib import Path
@@ -38,12 +40,21 @@ _FORMAT = 1
 
 
 def cache_dir() -> Optional[Path]:
-    """The ball tables' directory (module docstring), or None when ``OPACUS_GG_CACHE=off``."""
+    """The ball tables' directory (module docstring), or None when ``OPACUS_GG_CACHE=off`` (or when there is no
+    home directory to put it in: then a warning, and tables are kept for the process only)."""
     root = os.environ.get(CACHE_ENV)
     if root is not None and root.strip().lower() == "off":
         return None
     if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "opacus_gg")
+        base = os.environ.get("XDG_CACHE_HOME")
+        if not base:
+            try:
+                base = os.path.join(Path.home(), ".cache")
+            except RuntimeError as e:  # no HOME and no passwd entry (some containers)
+                warnings.warn(f"ball table cache: no home directory ({e}); set {CACHE_ENV} to keep tables on disk",
+                              RuntimeWarning, stacklevel=3)
+                return None
+        root = os.path.join(base, "opacus_gg")
     return Path(root) / "ball_tables"
 
 
@@ -52,6 +63,8 @@ def code_hash() -> str:
     """SHA-256 of the source of every module that determines a table's numbers (module docstring)."""
     pkg = Path(__file__).resolve().parents[1]
     files = sorted((pkg / "accountants").rglob("*.py")) + [pkg / "distribution.py", pkg / "validation.py"]
+    if not all(f.is_file() for f in files) or len(files) < 3:  # an install without its sources: no key, no cache
+        return ""
     h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(pkg)).encode())
@@ -59,16 +72,31 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def environment() -> Dict[str, Any]:
+    """What else determines a table's bits: numpy (sums, long double), scipy (the GG cdf/sf through scipy.special,
+    the FFTs), the machine (long double's width: 64-bit mantissa on x86-64, plain double on arm64)."""
+    import scipy
+
+    return {"numpy": np.__version__, "scipy": scipy.__version__, "machine": platform.machine(),
+            "longdouble_mantissa": int(np.finfo(np.longdouble).nmant)}
+
+
 def table_key(m: float, beta: float, p: float, spec: Any) -> Dict[str, Any]:
-    """The exact key of one table: floats as hex (no rounding), the spec's fields, the code hash."""
+    """The exact key of one table: floats as hex (no rounding), the spec's fields, the code hash, the numerical
+    environment (:func:`environment`)."""
     fields = {k: (float(v).hex() if isinstance(v, float) else v) for k, v in dataclasses.asdict(spec).items()}
     return {"format": _FORMAT, "m": float(m).hex(), "beta": float(beta).hex(), "p": float(p).hex(),
-            "spec": json.loads(json.dumps(fields)), "code": code_hash()}
+            "spec": json.loads(json.dumps(fields)), "code": code_hash(), "environment": environment()}
 
 
 def _path(key: Dict[str, Any]) -> Optional[Path]:
     d = cache_dir()
     if d is None:
+        return None
+    if not key["code"]:
+        warnings.warn("ball table cache: the library's sources are not readable, so a table cannot be keyed to "
+                      "its code; tables are kept for the process only", RuntimeWarning, stacklevel=3)
         return None
     return d / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:40] + ".npz")
 
