@@ -615,7 +615,7 @@ def _ranks(mask: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
 
 
 def _slot_piece(n: int) -> int:
-    """Slots (and pool candidates) per piece in :func:`_resolve` for n draws, and 4× the nonzero mask bytes per
+    """Slots (and pool candidates) per piece in :func:`_resolve` for n draws, and 2× the nonzero mask bytes per
     piece in :func:`_first_set` (≈ 200 bytes of temporaries per byte): 1/16 of a candidate chunk
     (:func:`_accel_chunk`), so that a piece's float64 and index temporaries stay below the candidate pass's
     (≈ 10 bytes per chunk draw); ≈ 3–6 pieces (K ≈ 0.8–2.3 % of n) for n ≥ 2^21. Larger pieces mean fewer kernel
