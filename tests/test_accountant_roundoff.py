@@ -182,6 +182,30 @@ def test_subsampled_proven_epsilon_is_at_least_dp_accounting_optimistic_pld(delt
     assert lower <= ours <= upper * 1.005
 
 
+def test_a_failed_tilted_composition_keeps_the_plain_certified_bound(monkeypatch):
+    # the tilted re-composition (Lemma R3) can fail its own checks (its untilting factor overflowed on every entry
+    # at T = 1e5, λ = 5.3, for the σ = 0.5, β = p = 1.2 ball table); the plain run's certified bound then stands
+    from opacus_gg.accountants import api
+
+    sigma, steps, delta = 20.0, 300, 1e-12  # the plain run's round-off bound triggers the tilted one here
+    segs = [Segment(sigma, 1.0, steps, 2.0, 1, 2.0)]
+    eps_error, delta_error = api._validate_errors(delta, 0.01, None)
+    tilted = api._compose_tight(segs, delta, "remove", eps_error, delta_error).epsilon_upper
+    orig, lams = composition._certified_composition, []
+
+    def failing(steps_, domain, lam):
+        lams.append(lam)
+        if lam > 0:
+            raise AccountingError("untilted composed PMF: made to fail")
+        return orig(steps_, domain, lam)
+
+    monkeypatch.setattr(composition, "_certified_composition", failing)
+    plain = api._compose_tight(segs, delta, "remove", eps_error, delta_error).epsilon_upper
+    assert len(lams) == 2 and lams[0] == 0.0 and lams[1] > 0  # the tilted run was tried and failed
+    exact = _gaussian_epsilon(math.sqrt(steps) / sigma, delta)
+    assert math.isfinite(plain) and exact <= tilted <= plain, (exact, tilted, plain)
+
+
 def test_grid_tail_beyond_half_width_is_within_budget():
     # Lemma R4 on a two-segment history: composed on a grid twice as wide, the mass beyond the half-width L
     # that compose_history uses is ≤ δ_error/(8(4S − 2)) for every partial sum (here: each segment and all)
