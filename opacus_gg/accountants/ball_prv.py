@@ -23,7 +23,7 @@ ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
 lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s (p = 1.8:
 147k, 8 min, and p = 2: 307k, 16 min, before the speed-up); at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
-p = 1.5: 231k, 8.5 min on a loaded machine; under 0.2 GB. The top pairs are kept for the process
+p = 1.5: 231k, 8.5–10 min on a loaded machine; under 0.2 GB. The top pairs are kept for the process
 (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and
 library version.
 """

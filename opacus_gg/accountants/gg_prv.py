@@ -34,7 +34,7 @@ class GGPRVAccountant(IAccountant):
     def __init__(self, beta: float = 2.0, dim: Optional[int] = None, clip_norm_p: Optional[float] = None, *,
                  ball_bound: str = "renyi") -> None:
         super().__init__()
-        #: where the PRV covers equal spreads only: "renyi" (fast) or "table" (tighter, 35 s–9 min per σ once per
+        #: where the PRV covers equal spreads only: "renyi" (fast) or "table" (tighter, 35 s–10 min per σ once per
         #: process; :data:`.api.BALL_BOUNDS`). A setting of this accountant, not of the history: not saved.
         self.ball_bound = validate_ball_bound(ball_bound)
         self.beta = validate_beta(beta)
