@@ -47,16 +47,19 @@ def test_counter_sees_every_kind_of_sync():
     assert c.count == 0, c.ops
 
 
-def _engine_setup(beta, clipping, p=None, sigma=1.0, batch=16, seed=0):
+def _engine_setup(beta, clipping, p=None, sigma=1.0, batch=16, seed=0, device="cpu", dtype=torch.float32,
+                  engine=None):
+    """A small classifier made private (Poisson sampling) on ``device`` in ``dtype``, with the device's noise
+    generator; ``engine``: the GGPrivacyEngine to use (a fresh one if None)."""
     torch.manual_seed(seed)
     X, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
-    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3)).to(device=device, dtype=dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     mgn = 1.0 if clipping == "flat" else [0.5, 0.5, 0.6, 0.3]
     dl = DataLoader(TensorDataset(X, y), batch_size=batch)
-    return GGPrivacyEngine().make_private(
+    return (engine or GGPrivacyEngine()).make_private(
         module=model, optimizer=opt, data_loader=dl, noise_multiplier=sigma, max_grad_norm=mgn, beta=beta,
-        clip_norm_p=p, clipping=clipping, noise_generator=torch.Generator().manual_seed(1),
+        clip_norm_p=p, clipping=clipping, noise_generator=torch.Generator(device=device).manual_seed(1),
     )
 
 
@@ -144,12 +147,12 @@ def finishes(monkeypatch):
 TINY = [(1, 1, 1), (4, 10**6, 10**6), (10**6, 1, 10**6), (10**6, 10**6, 1)]
 
 
-def _tail_masses_ok(x: torch.Tensor, beta: float) -> None:
-    """P(|X| > t) at t = r/2, r, 1.2r, 2r against the exact sf (binomial, 5 standard deviations)."""
-    r, n = Z.table(beta)[0], x.numel()
+def _tail_masses_ok(x: torch.Tensor, beta: float, scale: float = 1.0) -> None:
+    """P(|X| > t) at t = r/2, r, 1.2r, 2r (times ``scale``) against the exact sf (binomial, 5 standard deviations)."""
+    r, n = Z.table(beta)[0] * scale, x.numel()
     a = x.abs()
     for t in (0.5 * r, r, 1.2 * r, 2 * r):
-        p = 2 * float(D.sf(t, beta, 1.0))
+        p = 2 * float(D.sf(t, beta, scale))
         k = int((a > t).sum())
         assert abs(k - n * p) < 5 * math.sqrt(n * p * (1 - p)) + 1, (t, k, n * p)
 

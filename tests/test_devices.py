@@ -5,34 +5,20 @@ once; a checkpoint taken on the device resumes on the CPU with the accountant's 
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import pytest
 import torch
 from devices import DEVICES, HostSyncs, accelerator
 from scipy import stats
+from test_accelerator_sync import _engine_setup, _gennorm, _tail_masses_ok
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg import GGPrivacyEngine
 from opacus_gg import distribution as D
 from opacus_gg.optimizers import GGDPOptimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _law(beta: float, scale: float):
-    return stats.gennorm(beta, scale=D.gennorm_scale(beta, scale))
-
-
-def _tail_masses_ok(x: torch.Tensor, beta: float, scale: float) -> None:
-    """P(|X| > t) at the 0.9, 0.999 and 0.99999 quantiles of |X| against the exact sf (binomial, 5 sd)."""
-    a, n = x.abs(), x.numel()
-    for p in (0.1, 1e-3, 1e-5):
-        t = float(_law(beta, scale).isf(p / 2))
-        k = int((a > t).sum())
-        assert abs(k - n * p) < 5 * math.sqrt(n * p * (1 - p)) + 1, (t, k, n * p)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -62,7 +48,7 @@ def test_sampler_law_on_device(device, dtype, beta):
             fin.finish()
     for z in (x, y):
         assert z.device.type == device and z.dtype == dtype and bool(torch.isfinite(z).all())
-        assert stats.kstest(z.double().cpu().numpy(), _law(beta, 0.8).cdf).pvalue > 1e-3
+        assert stats.kstest(z.double().cpu().numpy(), _gennorm(beta, 0.8).cdf).pvalue > 1e-3
         _tail_masses_ok(z.double().cpu(), beta, 0.8)
     assert not torch.equal(x, y)
 
@@ -83,22 +69,13 @@ def test_step_noise_is_gg_on_device(device, beta):
         assert opt.pre_step()
     assert all(p.grad.device.type == device for p in params)
     z = torch.cat([p.grad.flatten() for p in params]).double().cpu().numpy()
-    assert stats.kstest(z, _law(beta, sigma * c).cdf).pvalue > 1e-3
+    assert stats.kstest(z, _gennorm(beta, sigma * c).cdf).pvalue > 1e-3
 
 
-def _private(device, dtype, beta, clipping, seed=0, **kw):
-    """A small classifier made private on ``device`` in ``dtype`` (Poisson sampling, the device's noise generator)."""
-    torch.manual_seed(seed)
-    X, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
-    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3)).to(device=device, dtype=dtype)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    mgn = 1.0 if clipping == "flat" else [0.5, 0.5, 0.6, 0.3]
+def _private(device, dtype, beta, clipping, seed=0):
+    """(engine, model, optimizer, loader): the accelerator-sync tests' classifier on ``device`` in ``dtype``."""
     pe = GGPrivacyEngine()
-    model, opt, dl = pe.make_private(
-        module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(X, y), batch_size=16),
-        noise_multiplier=1.0, max_grad_norm=mgn, beta=beta, clipping=clipping,
-        noise_generator=torch.Generator(device=device).manual_seed(1), **kw)
-    return pe, model, opt, dl
+    return (pe, *_engine_setup(beta, clipping, seed=seed, device=device, dtype=dtype, engine=pe))
 
 
 def _step(model, opt, xb, yb) -> None:

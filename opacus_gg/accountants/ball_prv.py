@@ -197,10 +197,8 @@ class _Grid:
         sn = np.concatenate([np.cumsum(pair.nu[lo:][::-1])[::-1], [0.0]])
         cw = np.concatenate([[0.0], np.cumsum(pair.omega[:hi])])
         cn = np.concatenate([[0.0], np.cumsum(pair.nu[:hi])])
-        a = np.maximum(pair.p_inf + sw[jp] - self.a_pos * sn[jp], 0.0)
-        b = np.maximum(pair.q_ninf + cn[jq] - self.a_inv * cw[jq], 0.0)
-        if pair.roundoff:  # the pair's normalization factor, divided out as h_pq / h_qp do (Lemma R6)
-            a, b = a / (1.0 - pair.roundoff), b / (1.0 - pair.roundoff)
+        a = pair.undo_normalization(np.maximum(pair.p_inf + sw[jp] - self.a_pos * sn[jp], 0.0))
+        b = pair.undo_normalization(np.maximum(pair.q_ninf + cn[jq] - self.a_inv * cw[jq], 0.0))
         return np.clip(a, 0.0, 1.0), np.clip(b, 0.0, 1.0)
 
 

@@ -357,8 +357,8 @@ def compose_history(
                 # the tilted run failed its own checks (e.g. the untilting factor Π Z^T e^{−λt} overflows on
                 # every entry: measured at T = 1e5, λ = 5.3): it only ever lowers the certified `up` of the plain
                 # run, which stands on its own; if that is not finite either, the error below is raised
-                tilted = None
-            if tilted is not None:
+                pass
+            else:
                 up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(

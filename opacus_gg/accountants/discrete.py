@@ -143,9 +143,7 @@ class DiscretePair:
         sw, sn, _, _ = self._cumsums()
         pos = alpha > 0
         j = first_above(self.t0, self.h, self.omega.size, _safe_log(alpha, pos, log_alpha))
-        h = np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0)
-        if self.roundoff:
-            h = h / (1.0 - self.roundoff)  # Lemma R6: an upper bound on the curve without normalizations
+        h = self.undo_normalization(np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0))
         return np.where(pos, h, 1.0 - alpha)
 
     def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
@@ -154,10 +152,13 @@ class DiscretePair:
         _, _, cw, cn = self._cumsums()
         pos = alpha > 0
         j = count_below(self.t0, self.h, self.omega.size, -_safe_log(alpha, pos, log_alpha))
-        h = np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0)
-        if self.roundoff:
-            h = h / (1.0 - self.roundoff)  # Lemma R6
+        h = self.undo_normalization(np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0))
         return np.where(pos, h, 1.0 - alpha)
+
+    def undo_normalization(self, h: np.ndarray) -> np.ndarray:
+        """h/(1 − C): curve values read from this pair's masses, made upper bounds on those of the same chain
+        computed without its mass normalizations (Lemma R6); every reader of the masses goes through this."""
+        return h / (1.0 - self.roundoff) if self.roundoff else h
 
     def compose(self, other: "DiscretePair", keep_transform: bool = False) -> "DiscretePair":
         """Product pair (P⊗P', Q⊗Q'): loss laws convolve (exact; spacings must agree). ``keep_transform``: keep

@@ -161,8 +161,6 @@ class GGClipMixin(GGParamsMixin):
             self._step_checks.clear()
             if self._restore_generator is not None:  # the noise was drawn before the refusal was known
                 self._restore_generator()
-            for p in self.params:  # no gradient after a refused step, on every path (add_noise may have freed it)
-                p.grad = None
             self._refuse(popped=len(self._step_skip_queue) < queued)
             raise
         except BaseException:
@@ -193,7 +191,7 @@ class GGClipMixin(GGParamsMixin):
         """A refused step (NaN/inf per-sample gradient) refuses its whole logical batch: no noise, no
         accounting, parameters, optimizer state and noise generator as before it (``pre_step`` puts the generator
         back when the refusal came after the draw: the accelerator path, or another rank's refusal); the clipped sum of its earlier physical
-        batches is dropped (``summed_grad = None``), this physical batch's skip signal is consumed (Opacus
+        batches is dropped (``summed_grad = None``, and ``p.grad = None``), this physical batch's skip signal is consumed (Opacus
         pops it only after clipping), and if the logical batch has more physical batches they are consumed
         without effect (:meth:`_discard_physical_batch`), so the next logical batch starts clean."""
         more = False
@@ -203,6 +201,7 @@ class GGClipMixin(GGParamsMixin):
             self._join_refusal()
         for p in self.params:
             p.summed_grad = None
+            p.grad = None  # no gradient after a refused step, on every path (add_noise may have freed it)
         self._is_last_step_skipped = False
         self._refused_batch = bool(more)
 
