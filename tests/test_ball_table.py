@@ -28,7 +28,7 @@ from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
 from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lattice, _lower_hull, ball_table,
-                                            base_log_moment_rates, base_pair, envelope_pair, loss_grid)
+                                            base_log_moment_rates, base_pair, build_table, envelope_pair, loss_grid)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.composition import compose_history
 from opacus_gg.accountants.gg_pair import GGPair
@@ -196,6 +196,25 @@ def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientat
         assert _le(shrink * ref, env), w
     # both orientations are needed: the published pair is the envelope of T and T swapped
     assert tab.pairs[0][1] is tab.top and isinstance(tab.pairs[1][1], Swapped)
+
+
+def test_every_product_of_the_table_puts_its_fft_roundoff_bound_into_its_masses(monkeypatch):
+    """Lemma R7 in the table: each product GG_{a_j} ⊗ E(R_k, a_j) is computed with the FFT's round-off bound put into
+    its masses (bound_roundoff), so its curves, as the envelope reads them (divided by 1 − C), are ≥ the exact
+    product's; the top pair is unchanged in kind (its own C stays the connect-the-dots round-off)."""
+    from opacus_gg.accountants import discrete
+
+    flags = []
+    real = discrete._tilted_convolve
+
+    def spy(*args, **kwargs):
+        flags.append(kwargs.get("bound_roundoff", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(discrete, "_tilted_convolve", spy)
+    tab = build_table(1.0, 1.5, 1.5, TINY)
+    assert flags and all(flags), (len(flags), flags.count(False))
+    assert 0.0 <= tab.roundoff < 1e-9
 
 
 def test_base_pair_dominates_shapes_of_many_small_coordinates():

@@ -346,7 +346,7 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
                 prod, c_prod = gg
             else:
                 # the column's GG factor is transformed once (keep_transform) for its products with every rest
-                prod, c_prod = gg[0].compose(cur[k][0], keep_transform=True), gg[1] + cur[k][1]
+                prod, c_prod = gg[0].compose(cur[k][0], keep_transform=True, bound_roundoff=True), gg[1] + cur[k][1]
             pair, c = envelope_pair([prev[i][0], prod], t, grid)
             cur[i] = (pair, c + max(prev[i][1], c_prod))
             states += 1

@@ -21,7 +21,7 @@ import numpy as np
 from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterogeneous
 from scipy.special import logsumexp
 
-from .checks import AccountingError, check_finite
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, fft_convolution_error, fft_eta
 
 from .discretization import ctd_pmf, fine_half_width, make_domain, step_dprv
 from .history import PairSegment, Segment
@@ -44,14 +44,7 @@ class CompositionResult:
     shape_scores: Dict[int, float]
 
 
-#: unit round-off of float64
-_U = float(np.finfo(np.float64).eps) / 2.0
-
-
-def _fft_eta(n: int) -> float:
-    r"""Relative ℓ2 error of one length-n (inverse) FFT: ‖fl(Fx) − Fx‖₂ ≤ 6·u·⌈log₂ n⌉·‖Fx‖₂ (Higham, *Accuracy
-    and Stability of Numerical Algorithms*, Thm 24.2, twiddle factors correctly rounded)."""
-    return 6.0 * _U * max(math.ceil(math.log2(max(n, 2))), 1)
+_U = UNIT_ROUNDOFF
 
 
 @dataclass(frozen=True)
@@ -72,13 +65,13 @@ class _Err:
 def _err_self(pmf: np.ndarray, steps: int) -> _Err:
     r"""Round-off bound of Opacus's ``_compose_fourier``: out = irfft(rfft(p)^T) (Lemma R3).
 
-    rfft: ‖ΔP‖₂ ≤ η√N‖p‖₂ (η = :func:`_fft_eta`). Power: |P_k| ≤ m, so |Δ(P_k^T)| ≤ T(m + ‖ΔP‖₂)^{T−1}|ΔP_k|
+    rfft: ‖ΔP‖₂ ≤ η√N‖p‖₂ (η = :func:`.checks.fft_eta`). Power: |P_k| ≤ m, so |Δ(P_k^T)| ≤ T(m + ‖ΔP‖₂)^{T−1}|ΔP_k|
     from the input, plus the power's own rounding ≤ u((πT + 8)|P_k|^T + 1/e) (exp(T·log z) or repeated
     squaring; T|log|z||·|z|^T ≤ 1/e). irfft: divides ℓ2 norms by √N and adds η‖out‖₂. With ‖out‖₂ ≤ m^T:
     ‖Δout‖₂ ≤ T(m + ‖ΔP‖₂)^{T−1}η‖p‖₂ + u((πT + 8)m^T + 1/e) + η m^T.
     """
     n = pmf.size
-    eta = _fft_eta(n)
+    eta = fft_eta(n)
     m = float(np.sum(pmf))
     l2 = float(np.sqrt(np.dot(pmf, pmf)))
     dp = eta * math.sqrt(n) * l2
@@ -94,14 +87,13 @@ def _err_self(pmf: np.ndarray, steps: int) -> _Err:
 def _err_conv(a: _Err, b: _Err) -> _Err:
     r"""Round-off bound of scipy's ``convolve(a, b, mode="same")`` (FFT or direct, whichever it picks; Lemma R3).
 
-    Input errors: ‖e_a * b‖₂ ≤ ‖e_a‖₂‖b‖₁. FFT route (length N′ < 2n): η(‖a‖₂‖b‖₁ + ‖a‖₁‖b‖₂) + (u + η)‖a‖₂‖b‖₁;
+    Input errors: ‖e_a * b‖₂ ≤ ‖e_a‖₂‖b‖₁. FFT route (length N′ < 2n): :func:`.checks.fft_convolution_error`;
     direct route: γ_n‖a‖₂‖b‖₁ (n = the shorter length); the larger of the two is used.
     """
     n = max(a.n, b.n)
-    eta = _fft_eta(2 * n)
     la, lb = a.l1, b.l1
     l2a, l2b = a.l2 + a.e, b.l2 + b.e
-    fft = eta * (l2a * lb + la * l2b) + (_U + eta) * l2a * lb
+    fft = fft_convolution_error(l2a, la, l2b, lb, 2 * n)
     direct = 1.01 * min(a.n, b.n) * _U * l2a * lb
     e = a.e * lb + b.e * la + max(fft, direct)
     return _Err(e, a.m * b.m, min(a.l2 * b.m, a.m * b.l2), n)

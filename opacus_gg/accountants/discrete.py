@@ -21,7 +21,7 @@ coordinate: 1.08·10^{−8} at k = 2^{29}), a Q-law's excess lowers H(P‖Q), an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Optional, Tuple
 
 import numpy as np
@@ -29,7 +29,7 @@ from scipy import fft as sp_fft
 
 from ..distribution import cdf as gg_cdf
 from ..distribution import sf as gg_sf
-from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
 __all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
@@ -64,11 +64,15 @@ class DiscretePair:
     p_inf: float
     q_ninf: float
     roundoff: float = 0.0
+    #: mass a product added on purpose (its FFT round-off bound, Lemma R7): allowed above 1 besides the round-off
+    added_mass: InitVar[float] = 0.0
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, added_mass: float) -> None:
         # both laws finite, non-negative and of mass ≤ 1 within the round-off budget (Lemma R2); the inputs of a
-        # product are normalized (below), so this is one construction's own round-off
-        budget = mass_budget(self.omega.size) + PRODUCT_MASS_BUDGET
+        # product are normalized (below), so this is one construction's own round-off, plus what the product added
+        if not (added_mass >= 0.0 and math.isfinite(added_mass)):
+            raise AccountingError(f"discrete pair: the added round-off mass must be finite and >= 0, got {added_mass!r}")
+        budget = mass_budget(self.omega.size) + PRODUCT_MASS_BUDGET + added_mass
         check_pmf(self.omega, "discrete pair (P-law)", mass_budget=budget, inf_mass=self.p_inf)
         check_pmf(self.nu, "discrete pair (Q-law)", mass_budget=budget, inf_mass=self.q_ninf)
         self._normalize(budget)
@@ -160,21 +164,24 @@ class DiscretePair:
         computed without its mass normalizations (Lemma R6); every reader of the masses goes through this."""
         return h / (1.0 - self.roundoff) if self.roundoff else h
 
-    def compose(self, other: "DiscretePair", keep_transform: bool = False) -> "DiscretePair":
+    def compose(self, other: "DiscretePair", keep_transform: bool = False,
+                bound_roundoff: bool = False) -> "DiscretePair":
         """Product pair (P⊗P', Q⊗Q'): loss laws convolve (exact; spacings must agree). ``keep_transform``: keep
-        this pair's tilted transforms for its next products (one factor composed with many: the same numbers)."""
+        this pair's tilted transforms for its next products (one factor composed with many: the same numbers).
+        ``bound_roundoff``: the FFT's round-off bound is put into the masses (Lemma R7: every mass ≥ the exact
+        product's); for products that no chain reuses (the ball table's), not for powering chains."""
         if abs(self.h - other.h) > 1e-12 * self.h:
             raise ValueError("can only compose discrete pairs with equal grid spacing")
         t_out = self.t0 + other.t0 + self.h * np.arange(self.omega.size + other.omega.size - 1)
         cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
-        om, nu = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
-                                  a_cache=cache)
+        om, nu, added = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
+                                         a_cache=cache, bound_roundoff=bound_roundoff)
         # 1 − (1 − a)(1 − b) without cancellation (it rounded tiny atoms by ~u, which the powering multiplies by k)
         p_inf = self.p_inf + other.p_inf - self.p_inf * other.p_inf
         q_ninf = self.q_ninf + other.q_ninf - self.q_ninf * other.q_ninf
         # the factors' normalizations multiply (Lemma R6)
         roundoff = 1.0 - (1.0 - self.roundoff) * (1.0 - other.roundoff)
-        return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf, roundoff)
+        return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf, roundoff, added_mass=added)
 
     def window(self) -> Tuple[float, float]:
         """Loss range outside of which both laws carry < CUT_MASS."""
@@ -199,14 +206,27 @@ class DiscretePair:
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
 
 
-def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(w·e^{expo − m}, m) row by row, m the largest log w + expo of the row (0 for an all-zero row): every entry
-    ≤ 1, entries below e^{−745} of the row's largest flush to 0 (far below that row's FFT noise)."""
+def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
+    entry ≤ 1, entries below e^{−745} of the row's largest flush to 0) and κ with |x_computed − x_exact| ≤ κ·x_exact
+    entry by entry: the argument log w + expo − m carries ≤ 4u(|log w| + |expo| + |m|) of rounding (log, two
+    additions; ``expo`` is computed, its error is the caller's and is inside ``expo``'s bound there), exp ≤ 2u."""
     with np.errstate(divide="ignore"):
-        lw = np.log(w)[None, :] + expo
+        logw = np.log(w)
+    lw = logw[None, :] + expo
     m = np.max(lw, axis=1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    return np.exp(lw - m), m
+    finite = np.isfinite(logw)
+    arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
+    kappa = np.expm1(4.0 * UNIT_ROUNDOFF * arg + 2.0 * UNIT_ROUNDOFF)
+    return np.exp(lw - m), m, kappa
+
+
+def _row_norms(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Upper bounds on the ℓ2 and ℓ1 norms of each (non-negative) row: float sums of n non-negative terms err by
+    ≤ γ_n relative, covered by the factor 1 + 2nu."""
+    f = 1.0 + 2.0 * x.shape[1] * UNIT_ROUNDOFF
+    return np.sqrt(np.einsum("ij,ij->i", x, x) * f) * f, np.sum(x, axis=1) * f
 
 
 def first_above(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
@@ -226,14 +246,28 @@ def count_below(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
     return np.where((j < n) & (t0 + h * j < t), j + 1, j)
 
 
-def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None):
-    r"""P-law ω = ω_a * ω_b and Q-law ν = ω e^{−t} of a product pair, accurate in both tails.
+def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
+                     bound_roundoff=False) -> Tuple[np.ndarray, np.ndarray, float]:
+    r"""(ω, ν, added): the P-law ω of the product, its Q-law ν = ω e^{−t}, and the mass ``added`` on purpose;
+    accurate in both tails (docs/accounting.md, Lemmas R2, R7).
+
+    ``bound_roundoff`` (Lemma R7): ω ≥ ω_a * ω_b entry by entry and ``added`` ≥ Σ(ω − ω_a * ω_b) (the round-off
+    bound put into the masses, scaled away by the normalization, C ~ 10^{−12} per product). Otherwise the computed
+    entries are rescaled to the exact total Σω_a·Σω_b (added = 0) and their own round-off is not budgeted: the
+    powering chains use each square up to k/2^i times, and the bound's C would compound to ~k·2·10^{−12} (2·10^{−6}
+    at k = 10^6) and then T-fold over the steps (Lemma R5), where the computed chains are ~10^{−5} of that off
+    (the Gaussian-chain oracle, Lemma R6).
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
-    convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT and take, at every point, the tilt whose round-off
-    (≈ 1e-16 · max of the tilted array, untilted) is smallest. Without this, FFT noise of ~1e-17 would be
-    amplified by e^{±t} in the tails. ``a_cache`` (a dict kept with the pair of ``wa``): the transforms of the
-    first factor's tilts, reused when it is composed again on the same FFT length and tilts.
+    convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT. Each tilt's FFT convolution errs by at
+    most E_λ in every entry (:func:`.checks.fft_convolution_error`, from the ℓ2 and ℓ1 norms of its inputs); at every
+    point the tilt with the smallest E_λ·e^{back_λ} (its bound untilted) is taken, and the entry is its computed
+    value plus E_λ, untilted, times the relative round-off of the tilts and of untilting: an upper bound on the
+    exact product entry. Both curves of a pair are non-decreasing in every ω_j at fixed losses, so the pair's curves
+    are ≥ the exact product's; the excess mass is scaled away by :class:`DiscretePair`'s normalization and counted in
+    its C (Lemma R6). Without the tilts, FFT noise of ~1e-17 would be amplified by e^{±t} in the tails.
+    ``a_cache`` (a dict kept with the pair of ``wa``): the first factor's tilted transforms, reused when it is composed
+    again on the same FFT length and tilts.
     """
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
     width = max(float(t_out[-1] - t_out[0]), 1e-300)
@@ -248,25 +282,34 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None):
     n_out = wa.size + wb.size - 1
     nfft = sp_fft.next_fast_len(n_out, real=True)
     key = (nfft, tuple(lams), float(ca))
+
+    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; the tilt's own argument λ(t − c) errs by ≤ 3u|·|
+        expo = lam_col * (t - c)[None, :]
+        x, m, kappa = _scaled_tilts(w, expo)
+        l2, l1 = _row_norms(x)
+        return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa, l2, l1
+
     if a_cache is not None and key in a_cache:
-        fa, ma = a_cache[key]
+        fa, ma, ka, l2a, l1a = a_cache[key]
     else:
-        xa, ma = _scaled_tilts(wa, lam_col * (ta - ca)[None, :])
-        fa = sp_fft.rfft(xa, nfft, axis=-1, workers=_FFT_WORKERS)
+        fa, ma, ka, l2a, l1a = tilted(ta, wa, ca)
         if a_cache is not None:
-            a_cache[key] = (fa, ma)
+            a_cache[key] = (fa, ma, ka, l2a, l1a)
     if square:
-        prod, mb = fa * fa, ma
+        prod, mb, kb, l2b, l1b = fa * fa, ma, ka, l2a, l1a
     else:
-        xb, mb = _scaled_tilts(wb, lam_col * (tb - cb)[None, :])
-        prod = fa * sp_fft.rfft(xb, nfft, axis=-1, workers=_FFT_WORKERS)
+        fb, mb, kb, l2b, l1b = tilted(tb, wb, cb)
+        prod = fa * fb
     conv = np.maximum(sp_fft.irfft(prod, nfft, axis=-1, workers=_FFT_WORKERS)[:, :n_out], 0.0)
     check_finite(conv, "product pair: tilted FFT convolution")
-    # per point, the tilt with the smallest round-off 1e-15·max(c_λ)·e^{back_λ} (compared in log space)
-    back = -lam_col * (t_out - ca - cb)[None, :] + (ma + mb)
+    err = fft_convolution_error(l2a, l1a, l2b, l1b, nfft)[:, None]  # ≥ |conv − exact conv of the computed tilts|
+    # exact ω_j = (exact tilted conv)_j·e^{back_j}; the computed tilts are within (1 ± κ) of the exact ones
+    shift = (t_out - ca - cb)[None, :]
+    back = -lam_col * shift + (ma + mb)
+    # per point, the tilt whose untilted round-off is smallest: its bound E_λ·e^{back} (Lemma R7), or the estimate
+    # u·max(c_λ)·e^{back} (first minimum, as np.argmin(axis=0), row by row on contiguous rows: much faster)
     with np.errstate(divide="ignore"):
-        log_noise = np.log(conv.max(axis=1))[:, None] + back
-    # first minimum over the tilts (as np.argmin(axis=0), row by row on contiguous rows: much faster)
+        log_noise = np.log(err if bound_roundoff else conv.max(axis=1)[:, None]) + back
     pick = np.zeros(n_out, dtype=np.intp)
     best = log_noise[0].copy()
     for i in range(1, len(lams)):
@@ -274,15 +317,29 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None):
         pick[better] = i
         np.minimum(best, log_noise[i], out=best)
     cols = np.arange(n_out)
-    with np.errstate(divide="ignore"):  # log 0 = −inf: a zero mass stays 0
-        om = np.exp(np.log(conv[pick, cols]) + back[pick, cols])
-    # FFT round-off changes the total mass by ~1e-16 per product (compounding to ~1e-11 over 20 doublings):
-    # rescale to the exact total Σω_a·Σω_b, a pure round-off correction
-    tot = np.sum(om, dtype=np.longdouble)  # long double: a float64 sum's own rounding is not put into ω
-    if tot > 0:
-        om = om * float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble) / tot)
+    if not bound_roundoff:
+        with np.errstate(divide="ignore"):  # log 0 = −inf: a zero mass stays 0
+            om = np.exp(np.log(conv[pick, cols]) + back[pick, cols])
+        # FFT round-off changes the total mass by ~1e-16 per product (compounding to ~1e-11 over 20 doublings):
+        # rescale to the exact total Σω_a·Σω_b (long double: a float64 sum's own rounding is not put into ω)
+        tot = np.sum(om, dtype=np.longdouble)
+        if tot > 0:
+            om = om * float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble) / tot)
+        return om, om * np.exp(np.clip(-t_out, -700.0, 700.0)), 0.0
+    upper = np.log(conv[pick, cols] + err[pick, 0])
+    arg = upper + back[pick, cols]
+    # relative round-off of log, of back (λ·shift with the shift's own rounding, plus ma + mb) and of the sum, and
+    # of exp; and the inputs' tilts (1 ± κ_a)(1 ± κ_b): ω_j ≤ computed·(1 + rel)
+    lam_p = np.abs(np.asarray(lams))[pick]
+    d_arg = 4.0 * UNIT_ROUNDOFF * (np.abs(upper) + np.abs(arg) + lam_p * (np.abs(shift[0]) + np.abs(t_out)
+                                                                           + abs(ca) + abs(cb))
+                                   + np.abs(ma + mb)[pick, 0])
+    rel = (np.expm1(d_arg + 2.0 * UNIT_ROUNDOFF) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick]))
+    om = np.exp(arg) * (rel * (1.0 + 2.0 * UNIT_ROUNDOFF))  # the last two products' own rounding
+    exact_mass = float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble))
+    added = float(np.sum(om, dtype=np.longdouble)) - exact_mass * (1.0 - 2.0 * UNIT_ROUNDOFF)
     nu = om * np.exp(np.clip(-t_out, -700.0, 700.0))
-    return om, nu
+    return om, nu, max(added, 0.0)
 
 
 def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) -> DiscretePair:
