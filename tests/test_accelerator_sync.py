@@ -11,6 +11,7 @@ import torch
 from opacus.utils.batch_memory_manager import BatchMemoryManager
 from scipy import stats
 from sync_counter import SyncCounter
+from test_distribution import _gennorm
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -128,10 +129,6 @@ def test_accelerator_steps_equal_cpu_steps_without_noise(clipping):
 
 
 # -- the sampler's rare branches, forced by tiny static budgets ----------------------------------------
-
-
-def _gennorm(beta: float, scale: float):
-    return stats.gennorm(beta, scale=scale * beta ** (1.0 / beta))
 
 
 @pytest.fixture

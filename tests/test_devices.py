@@ -11,7 +11,8 @@ import pytest
 import torch
 from devices import DEVICES, HostSyncs, accelerator
 from scipy import stats
-from test_accelerator_sync import _engine_setup, _gennorm, _tail_masses_ok
+from test_accelerator_sync import _engine_setup, _tail_masses_ok
+from test_distribution import _gennorm
 from torch import nn
 
 from opacus_gg import GGPrivacyEngine

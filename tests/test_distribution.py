@@ -16,6 +16,8 @@ BETAS = [1.0, 1.5, 2.0, 3.0, 4.0]
 
 
 def _gennorm(beta: float, scale: float):
+    """The independent oracle of GG(β, s) (density ∝ exp(−|x|^β/(β s^β))): scipy's gennorm, scale s·β^{1/β}; the one
+    copy the other test modules import."""
     return stats.gennorm(beta, scale=scale * beta ** (1.0 / beta))
 
 

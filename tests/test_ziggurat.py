@@ -9,14 +9,11 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
+from test_distribution import _gennorm
 
 from opacus_gg import _device
 from opacus_gg import _ziggurat as Z
 from opacus_gg import distribution as D
-
-
-def _gennorm(beta: float, scale: float):
-    return stats.gennorm(beta, scale=scale * beta ** (1.0 / beta))
 
 
 def test_switch_is_scoped():
