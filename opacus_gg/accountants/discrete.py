@@ -209,8 +209,9 @@ class DiscretePair:
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
     entry ≤ 1, entries below e^{−745} of the row's largest flush to 0) and κ with |x_computed − x_exact| ≤ κ·x_exact
-    entry by entry: the argument log w + expo − m carries ≤ 4u(|log w| + |expo| + |m|) of rounding (log, two
-    additions; ``expo`` is computed, its error is the caller's and is inside ``expo``'s bound there), exp ≤ 2u."""
+    entry by entry, x_exact = w·e^{λ(t − c) − m}: the argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` =
+    λ·(t − c) as computed) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) of rounding, exp ≤ 2u
+    relative (8u is used)."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     lw = logw[None, :] + expo
@@ -218,7 +219,7 @@ def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarr
     m = np.where(np.isfinite(m), m, 0.0)
     finite = np.isfinite(logw)
     arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
-    kappa = np.expm1(4.0 * UNIT_ROUNDOFF * arg + 2.0 * UNIT_ROUNDOFF)
+    kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + 2.0 * UNIT_ROUNDOFF)
     return np.exp(lw - m), m, kappa
 
 
@@ -283,7 +284,7 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     nfft = sp_fft.next_fast_len(n_out, real=True)
     key = (nfft, tuple(lams), float(ca))
 
-    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; the tilt's own argument λ(t − c) errs by ≤ 3u|·|
+    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt (κ covers the rounding of λ(t − c) too)
         expo = lam_col * (t - c)[None, :]
         x, m, kappa = _scaled_tilts(w, expo)
         l2, l1 = _row_norms(x)
@@ -328,13 +329,13 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         return om, om * np.exp(np.clip(-t_out, -700.0, 700.0)), 0.0
     upper = np.log(conv[pick, cols] + err[pick, 0])
     arg = upper + back[pick, cols]
-    # relative round-off of log, of back (λ·shift with the shift's own rounding, plus ma + mb) and of the sum, and
-    # of exp; and the inputs' tilts (1 ± κ_a)(1 ± κ_b): ω_j ≤ computed·(1 + rel)
+    # relative round-off of fl(ĉ + E) (u), of log (2u|upper|), of back (λ·shift with the shift's own rounding, plus
+    # ma + mb) and of the sum, and of exp (2u); and the inputs' tilts (1 ± κ_a)(1 ± κ_b): ω_j ≤ computed·(1 + rel)
     lam_p = np.abs(np.asarray(lams))[pick]
     d_arg = 4.0 * UNIT_ROUNDOFF * (np.abs(upper) + np.abs(arg) + lam_p * (np.abs(shift[0]) + np.abs(t_out)
                                                                            + abs(ca) + abs(cb))
                                    + np.abs(ma + mb)[pick, 0])
-    rel = (np.expm1(d_arg + 2.0 * UNIT_ROUNDOFF) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick]))
+    rel = (np.expm1(d_arg + 4.0 * UNIT_ROUNDOFF) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick]))
     om = np.exp(arg) * (rel * (1.0 + 2.0 * UNIT_ROUNDOFF))  # the last two products' own rounding
     exact_mass = float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble))
     added = float(np.sum(om, dtype=np.longdouble)) - exact_mass * (1.0 - 2.0 * UNIT_ROUNDOFF)
