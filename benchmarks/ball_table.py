@@ -230,6 +230,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--at", type=_at, nargs="+", metavar="Q,T,D",
                     help="sampling rate, steps, dim (default: 0.01,1000,2410 and 0.001,1e5,1e6)")
     ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--refine-to", type=float, default=TableSpec.refine_to,
+                    help="TableSpec.refine_to: σ < 1 refines the cells by min(1/σ, this) (default %(default)s)")
     ap.add_argument("--spreads", action="store_true",
                     help="no tables: the worst sampled exact equal spread against the cover's PRV and the Rényi bound")
     args = ap.parse_args(argv)
@@ -249,7 +251,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         for s in settings:
             print_sweep(s)
         return
-    spec = TableSpec()
+    spec = TableSpec(refine_to=args.refine_to)
     shown = {**dataclasses.asdict(spec), "orders": f"{min(spec.orders)}..{max(spec.orders)}"}
     print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec {shown}; table eps = max over "
           f"remove/add; peak RSS before any table {_peak_mib():.0f} MiB")

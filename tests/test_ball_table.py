@@ -32,6 +32,7 @@ from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.composition import compose_history
 from opacus_gg.accountants.gg_pair import GGPair
 from opacus_gg.accountants.history import PairSegment
+from test_accountant_roundoff import WIDE_LONG_DOUBLE, exact_product_masses
 from test_accountant_spreads import _h_two
 
 #: Base orders 2…8 (the default 2…64 costs ~60 ms per order and per lattice a_0; fewer orders: a looser Base)
@@ -197,22 +198,30 @@ def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientat
     assert tab.pairs[0][1] is tab.top and isinstance(tab.pairs[1][1], Swapped)
 
 
-def test_every_product_of_the_table_puts_its_fft_roundoff_bound_into_its_masses(monkeypatch):
+@WIDE_LONG_DOUBLE
+def test_every_product_of_the_table_is_above_the_exact_product_entry_by_entry(monkeypatch):
     """Lemma R7 in the table: each product GG_{a_j} ⊗ E(R_k, a_j) is computed with the FFT's round-off bound put into
-    its masses (bound_roundoff), so its curves, as the envelope reads them (divided by 1 − C), are ≥ the exact
-    product's; the top pair is unchanged in kind (its own C stays the connect-the-dots round-off)."""
+    its masses (bound_roundoff): every mass, with the product's normalization divided out as the envelope reads it,
+    is ≥ the exact product's (long-double direct convolution of the two factors as given; 107 products at TINY)."""
     from opacus_gg.accountants import discrete
 
-    flags = []
-    real = discrete._tilted_convolve
+    seen = []
+    real = discrete.DiscretePair.compose
 
-    def spy(*args, **kwargs):
-        flags.append(kwargs.get("bound_roundoff", False))
-        return real(*args, **kwargs)
+    def spy(self, other, keep_transform=False, bound_roundoff=False):
+        out = real(self, other, keep_transform=keep_transform, bound_roundoff=bound_roundoff)
+        seen.append((bound_roundoff, self, other, out))
+        return out
 
-    monkeypatch.setattr(discrete, "_tilted_convolve", spy)
+    monkeypatch.setattr(discrete.DiscretePair, "compose", spy)
     tab = build_table(1.0, 1.5, 1.5, TINY)
-    assert flags and all(flags), (len(flags), flags.count(False))
+    assert len(seen) > 50 and all(flag for flag, *_ in seen)
+    for _, x, y, out in seen:
+        exact, rel = exact_product_masses(x, y)
+        got = out.omega.astype(np.longdouble) / (1 - np.longdouble(out.roundoff))
+        pos = exact > 0
+        assert np.all(got[pos] >= exact[pos] * (1 - rel))
+        assert 0.0 < out.roundoff < 1e-10
     assert 0.0 <= tab.roundoff < 1e-9
 
 

@@ -67,8 +67,8 @@ def _err_self(pmf: np.ndarray, steps: int) -> _Err:
 
     rfft: ‖ΔP‖₂ ≤ η√N‖p‖₂ (η = :func:`.checks.fft_eta`). Power: |P_k| ≤ m, so |Δ(P_k^T)| ≤ T(m + ‖ΔP‖₂)^{T−1}|ΔP_k|
     from the input, plus the power's own rounding ≤ u((πT + 8)|P_k|^T + 1/e) (exp(T·log z) or repeated
-    squaring; T|log|z||·|z|^T ≤ 1/e). irfft: divides ℓ2 norms by √N and adds η‖out‖₂. With ‖out‖₂ ≤ m^T:
-    ‖Δout‖₂ ≤ T(m + ‖ΔP‖₂)^{T−1}η‖p‖₂ + u((πT + 8)m^T + 1/e) + η m^T.
+    squaring; T|log|z||·|z|^T ≤ 1/e). irfft: divides ℓ2 norms by √N and adds (η + 2u)‖out‖₂ (2u: the rounded 1/N).
+    With ‖out‖₂ ≤ m^T: ‖Δout‖₂ ≤ T(m + ‖ΔP‖₂)^{T−1}η‖p‖₂ + u((πT + 8)m^T + 1/e) + (η + 2u)m^T.
     """
     n = pmf.size
     eta = fft_eta(n)
@@ -80,7 +80,7 @@ def _err_self(pmf: np.ndarray, steps: int) -> _Err:
         raise AccountingError(f"FFT self-composition of {steps} steps: the round-off bound overflows (mass {m!r}); "
                               "reduce the number of steps")
     mt = m ** steps
-    e = math.exp(log_g) * eta * l2 + _U * ((math.pi * steps + 8.0) * mt + 1.0 / math.e) + eta * mt
+    e = math.exp(log_g) * eta * l2 + _U * ((math.pi * steps + 8.0) * mt + 1.0 / math.e) + (eta + 2.0 * _U) * mt
     return _Err(e, mt, mt, n)
 
 

@@ -170,8 +170,9 @@ class DiscretePair:
         this pair's tilted transforms for its next products (one factor composed with many: the same numbers).
         ``bound_roundoff``: the FFT's round-off bound is put into the masses (Lemma R7: every mass ≥ the exact
         product's); for products that no chain reuses (the ball table's), not for powering chains."""
-        if abs(self.h - other.h) > 1e-12 * self.h:
-            raise ValueError("can only compose discrete pairs with equal grid spacing")
+        if abs(self.h - other.h) > 1e-12 * self.h or (bound_roundoff and self.h != other.h):
+            raise ValueError("can only compose discrete pairs with equal grid spacing (bit for bit where the "
+                             "round-off is bounded: Lemma R7's tilt identity needs one h)")
         t_out = self.t0 + other.t0 + self.h * np.arange(self.omega.size + other.omega.size - 1)
         cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
         om, nu, added = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
@@ -206,12 +207,14 @@ class DiscretePair:
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
 
 
-def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
     entry ≤ 1, entries below e^{−745} of the row's largest flush to 0) and κ with |x_computed − x_exact| ≤ κ·x_exact
-    entry by entry, x_exact = w·e^{λ(t − c) − m}: the argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` =
-    λ·(t − c) as computed) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) of rounding, exp ≤ 2u
-    relative (8u is used)."""
+    + 2^{−1074} entry by entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the
+    exact losses: the argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) +
+    ``expo_slack`` (the losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| +
+    |m|) + slack of rounding, exp ≤ 2u relative (8u is used)."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     lw = logw[None, :] + expo
@@ -219,7 +222,8 @@ def _scaled_tilts(w: np.ndarray, expo: np.ndarray) -> Tuple[np.ndarray, np.ndarr
     m = np.where(np.isfinite(m), m, 0.0)
     finite = np.isfinite(logw)
     arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
-    kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + 2.0 * UNIT_ROUNDOFF)
+    slack = 0.0 if expo_slack is None else expo_slack
+    kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + slack + 2.0 * UNIT_ROUNDOFF)
     return np.exp(lw - m), m, kappa
 
 
@@ -284,12 +288,15 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     nfft = sp_fft.next_fast_len(n_out, real=True)
     key = (nfft, tuple(lams), float(ca))
 
-    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt (κ covers the rounding of λ(t − c) too)
+    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; κ and the norms only where bounded
         expo = lam_col * (t - c)[None, :]
-        x, m, kappa = _scaled_tilts(w, expo)
-        l2, l1 = _row_norms(x)
+        # the claimed losses are t_0 + i·h exactly; the array t is their rounding, ≤ u(|t_0| + h·i + |t_i|) off
+        slack = 2.0 * UNIT_ROUNDOFF * np.abs(lam_col[:, 0]) * (2.0 * float(np.max(np.abs(t))) + float(t[-1] - t[0]))
+        x, m, kappa = _scaled_tilts(w, expo, slack)
+        l2, l1 = _row_norms(x) if bound_roundoff else (None, None)
         return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa, l2, l1
 
+    key = key + (bound_roundoff,)
     if a_cache is not None and key in a_cache:
         fa, ma, ka, l2a, l1a = a_cache[key]
     else:
@@ -300,17 +307,18 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         prod, mb, kb, l2b, l1b = fa * fa, ma, ka, l2a, l1a
     else:
         fb, mb, kb, l2b, l1b = tilted(tb, wb, cb)
-        prod = fa * fb
+        prod = np.multiply(fb, fa, out=fb)  # as numpy evaluated fa * rfft(·): in place, this order (same rounding)
     conv = np.maximum(sp_fft.irfft(prod, nfft, axis=-1, workers=_FFT_WORKERS)[:, :n_out], 0.0)
     check_finite(conv, "product pair: tilted FFT convolution")
-    err = fft_convolution_error(l2a, l1a, l2b, l1b, nfft)[:, None]  # ≥ |conv − exact conv of the computed tilts|
+    if bound_roundoff:  # ≥ |conv − exact conv of the computed tilts|, plus their absolute part (2^{−1074}·‖·‖₁)
+        err = (fft_convolution_error(l2a, l1a, l2b, l1b, nfft) + 2.0 ** -1073 * (l1a + l1b))[:, None]
     # exact ω_j = (exact tilted conv)_j·e^{back_j}; the computed tilts are within (1 ± κ) of the exact ones
     shift = (t_out - ca - cb)[None, :]
     back = -lam_col * shift + (ma + mb)
     # per point, the tilt whose untilted round-off is smallest: its bound E_λ·e^{back} (Lemma R7), or the estimate
     # u·max(c_λ)·e^{back} (first minimum, as np.argmin(axis=0), row by row on contiguous rows: much faster)
     with np.errstate(divide="ignore"):
-        log_noise = np.log(err if bound_roundoff else conv.max(axis=1)[:, None]) + back
+        log_noise = (np.log(err) if bound_roundoff else np.log(conv.max(axis=1))[:, None]) + back
     pick = np.zeros(n_out, dtype=np.intp)
     best = log_noise[0].copy()
     for i in range(1, len(lams)):
@@ -331,12 +339,17 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     arg = upper + back[pick, cols]
     # relative round-off of fl(ĉ + E) (u), of log (2u|upper|), of back (λ·shift with the shift's own rounding, plus
     # ma + mb) and of the sum, and of exp (2u); and the inputs' tilts (1 ± κ_a)(1 ± κ_b): ω_j ≤ computed·(1 + rel)
+    # t_out as computed is the exact loss t_0^a + t_0^b + j·h up to u(|t_0^a| + |t_0^b| + h·j + |t_j|)
     lam_p = np.abs(np.asarray(lams))[pick]
-    d_arg = 4.0 * UNIT_ROUNDOFF * (np.abs(upper) + np.abs(arg) + lam_p * (np.abs(shift[0]) + np.abs(t_out)
-                                                                           + abs(ca) + abs(cb))
+    d_arg = 4.0 * UNIT_ROUNDOFF * (np.abs(upper) + np.abs(arg)
+                                   + lam_p * (np.abs(shift[0]) + 2.0 * np.abs(t_out) + abs(ca) + abs(cb)
+                                              + abs(ta[0]) + abs(tb[0]) + (t_out - t_out[0]))
                                    + np.abs(ma + mb)[pick, 0])
     rel = (np.expm1(d_arg + 4.0 * UNIT_ROUNDOFF) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick]))
     om = np.exp(arg) * (rel * (1.0 + 2.0 * UNIT_ROUNDOFF))  # the last two products' own rounding
+    # the bound (ĉ + E)·e^{back} is > 0 everywhere: where exp underflows (to a subnormal or 0, windows wider than
+    # ~700) it is raised to the smallest normal number
+    om = np.maximum(om, np.finfo(np.float64).tiny)
     exact_mass = float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble))
     added = float(np.sum(om, dtype=np.longdouble)) - exact_mass * (1.0 - 2.0 * UNIT_ROUNDOFF)
     nu = om * np.exp(np.clip(-t_out, -700.0, 700.0))
