@@ -260,8 +260,8 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     bound put into the masses, scaled away by the normalization, C ~ 10^{−12} per product). Otherwise the computed
     entries are rescaled to the exact total Σω_a·Σω_b (added = 0) and their own round-off is not budgeted: the
     powering chains use each square up to k/2^i times, and the bound's C would compound to ~k·2·10^{−12} (2·10^{−6}
-    at k = 10^6) and then T-fold over the steps (Lemma R5), where the computed chains are ~10^{−5} of that off
-    (the Gaussian-chain oracle, Lemma R6).
+    at k = 10^6) and then T-fold over the steps (Lemma R5); they are checked by the Gaussian-chain oracle instead
+    (Lemma R6).
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
     convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT. Each tilt's FFT convolution errs by at
@@ -286,7 +286,7 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     lam_col = np.asarray(lams)[:, None]
     n_out = wa.size + wb.size - 1
     nfft = sp_fft.next_fast_len(n_out, real=True)
-    key = (nfft, tuple(lams), float(ca))
+    key = (nfft, tuple(lams), float(ca), bound_roundoff)
 
     def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; κ and the norms only where bounded
         expo = lam_col * (t - c)[None, :]
@@ -296,7 +296,6 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         l2, l1 = _row_norms(x) if bound_roundoff else (None, None)
         return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa, l2, l1
 
-    key = key + (bound_roundoff,)
     if a_cache is not None and key in a_cache:
         fa, ma, ka, l2a, l1a = a_cache[key]
     else:
