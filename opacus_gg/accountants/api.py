@@ -44,7 +44,8 @@ __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history
 MODES = ("certified", "paper")
 #: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
 #: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`; fast) or "table" (the smaller of that and the PRV of the
-#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.6; one table per (β, p, σ), 35–95 s each at σ ≥ 1, 2–10 min at σ = 0.5, kept per process)
+#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.6; one table per (β, p, σ), 35–95 s each at σ ≥ 1, 2–10 min at
+#: σ = 0.5, kept per process and on disk, :mod:`.table_cache`)
 BALL_BOUNDS = ("renyi", "table")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`)
 TABLE_SPEC = TableSpec()

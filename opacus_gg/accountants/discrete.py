@@ -208,22 +208,24 @@ class DiscretePair:
 
 
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None
-                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
-    entry ≤ 1, entries below e^{−745} of the row's largest flush to 0) and κ with |x_computed − x_exact| ≤ κ·x_exact
-    + 2^{−1074} entry by entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the
-    exact losses: the argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) +
-    ``expo_slack`` (the losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| +
-    |m|) + slack of rounding, exp ≤ 2u relative (8u is used)."""
+    entry ≤ 1, entries below e^{−745} of the row's largest flush to 0), and, where ``expo_slack`` is given (the
+    products whose round-off is bounded, Lemma R7), κ with |x_computed − x_exact| ≤ κ·x_exact + 2^{−1074} entry by
+    entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the exact losses: the
+    argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) + ``expo_slack`` (the
+    losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) + slack of
+    rounding, exp ≤ 2u relative (8u is used); κ = None otherwise."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     lw = logw[None, :] + expo
     m = np.max(lw, axis=1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    finite = np.isfinite(logw)
-    arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
-    slack = 0.0 if expo_slack is None else expo_slack
-    kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + slack + 2.0 * UNIT_ROUNDOFF)
+    kappa = None
+    if expo_slack is not None:
+        finite = np.isfinite(logw)
+        arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
+        kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + expo_slack + 2.0 * UNIT_ROUNDOFF)
     return np.exp(lw - m), m, kappa
 
 
@@ -290,11 +292,13 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
 
     def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; κ and the norms only where bounded
         expo = lam_col * (t - c)[None, :]
+        if not bound_roundoff:
+            x, m, _ = _scaled_tilts(w, expo)
+            return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, None, None, None
         # the claimed losses are t_0 + i·h exactly; the array t is their rounding, ≤ u(|t_0| + h·i + |t_i|) off
         slack = 2.0 * UNIT_ROUNDOFF * np.abs(lam_col[:, 0]) * (2.0 * float(np.max(np.abs(t))) + float(t[-1] - t[0]))
         x, m, kappa = _scaled_tilts(w, expo, slack)
-        l2, l1 = _row_norms(x) if bound_roundoff else (None, None)
-        return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa, l2, l1
+        return (sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa) + _row_norms(x)
 
     if a_cache is not None and key in a_cache:
         fa, ma, ka, l2a, l1a = a_cache[key]

@@ -189,7 +189,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
                    help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
                         "renyi (fast) or table (the smaller of it and the PRV of the ball table, p ≤ 1.6: tighter, "
-                        "35 s–9 min per σ, once: kept on disk, see OPACUS_GG_CACHE)")
+                        "35 s–10 min per σ, once: kept on disk, see OPACUS_GG_CACHE)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
                    help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
                         "one-hot sampled PRV, an estimate")
