@@ -26,9 +26,10 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lattice, _lower_hull, ball_table,
+from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lattice, ball_table,
                                             base_log_moment_rates, base_pair, build_table, envelope_pair, loss_grid)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
+from opacus_gg.accountants.discretization import lower_hull
 from opacus_gg.accountants.composition import compose_history
 from opacus_gg.accountants.gg_pair import GGPair
 from opacus_gg.accountants.history import PairSegment
@@ -95,7 +96,7 @@ def test_vectorized_lower_hull_equals_the_stack_reference(kind):
             y = np.abs(x - x.size // 2).astype(np.float64) + (rng.integers(0, 3, x.size) == 0)
         use_r = x < 1.0  # as in _hull_pair: the α < 1 points read r = δ − 1 + α
         yr = y - (1.0 - x)
-        idx = _lower_hull(x, y, yr, use_r)
+        idx = lower_hull(x, y, yr, use_r)
         ref = _reference_lower_hull(x, y)
         xs = np.sort(np.concatenate([x, rng.uniform(x[0], x[-1], 200)]))
         got, want = np.interp(xs, x[idx], y[idx]), np.interp(xs, x[ref], y[ref])
@@ -201,21 +202,22 @@ def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientat
 @WIDE_LONG_DOUBLE
 def test_every_product_of_the_table_is_above_the_exact_product_entry_by_entry(monkeypatch):
     """Lemma R7 in the table: each product GG_{a_j} ⊗ E(R_k, a_j) is computed with the FFT's round-off bound put into
-    its masses (bound_roundoff): every mass, with the product's normalization divided out as the envelope reads it,
-    is ≥ the exact product's (long-double direct convolution of the two factors as given; 107 products at TINY)."""
+    its masses (in float64: no chain reuses them): every mass, with the product's normalization divided out as the
+    envelope reads it, is ≥ the exact product's (long-double direct convolution of the two factors as given; 107
+    products at TINY)."""
     from opacus_gg.accountants import discrete
 
     seen = []
     real = discrete.DiscretePair.compose
 
-    def spy(self, other, keep_transform=False, bound_roundoff=False):
-        out = real(self, other, keep_transform=keep_transform, bound_roundoff=bound_roundoff)
-        seen.append((bound_roundoff, self, other, out))
+    def spy(self, other, keep_transform=False, wide=False):
+        out = real(self, other, keep_transform=keep_transform, wide=wide)
+        seen.append((wide, self, other, out))
         return out
 
     monkeypatch.setattr(discrete.DiscretePair, "compose", spy)
     tab = build_table(1.0, 1.5, 1.5, TINY)
-    assert len(seen) > 50 and all(flag for flag, *_ in seen)
+    assert len(seen) > 50 and not any(wide for wide, *_ in seen)
     for _, x, y, out in seen:
         exact, rel = exact_product_masses(x.omega, y.omega)
         got = out.omega.astype(np.longdouble) / (1 - np.longdouble(out.roundoff))

@@ -126,40 +126,6 @@ class Swapped:
         return self.pair.h_pq(alpha, log_alpha)
 
 
-def _lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray) -> np.ndarray:
-    """Indices of the lower convex hull of (x_i, y_i), x increasing, y = yd = yr + (1 − x) (the same function in
-    two coordinates: yr accurate where ``use_r``). The orientation test is invariant under adding a linear
-    function, so it reads yr when all three points have ``use_r`` and yd otherwise.
-
-    Each pass drops every point on or above the chord of its current neighbours (such a point is not a vertex of
-    the lower hull, and dropping several at once keeps every vertex: a vertex lies strictly below the chord of any
-    two points around it), until the chain is convex. A pass re-tests only the points next to one dropped by the
-    pass before (the others have the same neighbours, hence the same answer: no). (A wrong decision by round-off
-    only leaves the result slightly non-convex; the connect-the-dots step then clips a negative mass, which raises
-    the curve.)"""
-    idx = np.arange(x.size)
-    test = np.ones(x.size, dtype=bool)  # chain positions to test (interior ones only are read)
-    for _ in range(x.size):
-        if idx.size < 3:
-            return idx
-        q = np.flatnonzero(test[1:-1]) + 1  # chain positions tested in this pass
-        i0, i1, i2 = idx[q - 1], idx[q], idx[q + 1]
-        rr = use_r[i0] & use_r[i1] & use_r[i2]
-        y0 = np.where(rr, yr[i0], yd[i0])
-        y1 = np.where(rr, yr[i1], yd[i1])
-        y2 = np.where(rr, yr[i2], yd[i2])
-        drop = (y1 - y0) * (x[i2] - x[i0]) >= (y2 - y0) * (x[i1] - x[i0])
-        if not drop.any():
-            return idx
-        keep = np.ones(idx.size, dtype=bool)
-        keep[q[drop]] = False
-        near = np.zeros(idx.size, dtype=bool)  # a neighbour was dropped: the point gets new neighbours
-        near[:-1] |= ~keep[1:]
-        near[1:] |= ~keep[:-1]
-        idx, test = idx[keep], near[keep]
-    return idx
-
-
 class _Grid:
     """The table's loss grid t and what every envelope on it reads: α = e^t, the read points of the two curves
     (t ≥ 0: H_α(P‖Q) at α = e^t; t < 0: H_{1/α}(Q‖P)), the hull's abscissae, and per input grid the indices of
@@ -173,8 +139,6 @@ class _Grid:
         self.a_inv = np.exp(-t[~pos])  # H_α(Q‖P) read at these α (t < 0)
         self.e_neg = np.exp(t[~pos])  # r = e^t·H_{1/α}(Q‖P)
         self.e_mt = np.exp(-t)  # ν = ω e^{−t}
-        self.x = np.concatenate([[0.0], self.alpha])
-        self.use_r = np.concatenate([[True], ~pos])
         self._log_pq = _safe_log(self.a_pos, self.a_pos > 0, None)
         self._log_qp = -_safe_log(self.a_inv, self.a_inv > 0, None)
         self._index = {}
@@ -204,22 +168,14 @@ class _Grid:
 
 def _hull_pair(g: _Grid, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[DiscretePair, float]:
     r"""(pair, c): the connect-the-dots pair of the lower convex hull in α of the points (0, 1) and (α_i, δ_i)
-    (δ read where t ≥ 0, r = δ − 1 + α where t < 0), c its relative round-off (Lemma R5: δ_pair ≥ (1 − c)·δ_hull)."""
-    t, alpha, pos, x = g.t, g.alpha, g.pos, g.x
-    yd = np.empty(x.size)
-    yr = np.empty(x.size)
-    yd[0], yr[0] = 1.0, 0.0
-    yd[1:][pos], yr[1:][pos] = d_pos, d_pos - 1.0 + alpha[pos]
-    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r_neg, r_neg
-    hull = _lower_hull(x, yd, yr, g.use_r)
-    delta = np.full(t.shape, np.nan)
-    r = np.full(t.shape, np.nan)
-    # each side interpolated in its accurate coordinate between hull vertices (both are linear in α)
-    delta[pos] = np.interp(alpha[pos], x[hull], yd[hull])
-    r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
-    omega, rho, c = ctd_pmf(t, delta, r)
+    (δ read where t ≥ 0, r = δ − 1 + α where t < 0; :func:`.discretization.hull_profile`), c its relative round-off
+    (Lemma R5: δ_pair ≥ (1 − c)·δ_hull)."""
+    delta = np.full(g.t.shape, np.nan)
+    r = np.full(g.t.shape, np.nan)
+    delta[g.pos], r[~g.pos] = d_pos, r_neg
+    omega, rho, c = ctd_pmf(g.t, delta, r, hull_tolerance=math.inf)  # the hull is taken there
     # ν = ω e^{−t}; DiscretePair puts the Q-mass left (losses below the grid) at −∞ itself
-    return DiscretePair(float(t[0]), float(t[1] - t[0]), omega, omega * g.e_mt, float(rho), 0.0), float(c)
+    return DiscretePair(float(g.t[0]), float(g.t[1] - g.t[0]), omega, omega * g.e_mt, float(rho), 0.0), float(c)
 
 
 def envelope_pair(pairs: Sequence, t: np.ndarray, grid: Optional[_Grid] = None) -> Tuple[DiscretePair, float]:
@@ -346,7 +302,7 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
                 prod, c_prod = gg
             else:
                 # the column's GG factor is transformed once (keep_transform) for its products with every rest
-                prod, c_prod = gg[0].compose(cur[k][0], keep_transform=True, bound_roundoff=True), gg[1] + cur[k][1]
+                prod, c_prod = gg[0].compose(cur[k][0], keep_transform=True), gg[1] + cur[k][1]
             pair, c = envelope_pair([prev[i][0], prod], t, grid)
             cur[i] = (pair, c + max(prev[i][1], c_prod))
             states += 1

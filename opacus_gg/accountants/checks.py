@@ -60,19 +60,22 @@ COMPLEX_PRODUCT_ROUNDOFF = math.sqrt(2.0) * 2.0 * UNIT_ROUNDOFF / (1.0 - 2.0 * U
 TWIDDLE_ROUNDOFF = 4.0 * UNIT_ROUNDOFF
 
 
-def fft_eta(n: int) -> float:
+def fft_eta(n: int, unit_roundoff: float = UNIT_ROUNDOFF) -> float:
     r"""Relative ℓ2 error of one length-n (inverse) FFT, ‖fl(Fx) − Fx‖₂ ≤ η_n‖Fx‖₂: Higham's form (*Accuracy and
     Stability of Numerical Algorithms*, 2nd ed., Thm 24.2) η_n = tη₁/(1 − tη₁), t = ⌈log₂ n⌉, η₁ = μ + γ₄(√2 + μ),
-    with μ = :data:`TWIDDLE_ROUNDOFF`. The theorem is for radix-2 Cooley–Tukey with twiddles of error μ; scipy's
+    with μ = :data:`TWIDDLE_ROUNDOFF` (4u; u = ``unit_roundoff``: float64's, or long double's for a transform
+    computed in long double, Lemma R8). The theorem is for radix-2 Cooley–Tukey with twiddles of error μ; scipy's
     pocketfft mixes radices 2–5 and real passes, so for it this is an *assumption*, checked by measurement (the
     observed ℓ2 errors are 0.03–0.17·u·log₂n at n = 4050 … 131072, ≥ 50× below η_n; docs/accounting.md Lemma R3)."""
     t = max(math.ceil(math.log2(max(n, 2))), 1)
-    gamma4 = 4.0 * UNIT_ROUNDOFF / (1.0 - 4.0 * UNIT_ROUNDOFF)
-    eta1 = TWIDDLE_ROUNDOFF + gamma4 * (math.sqrt(2.0) + TWIDDLE_ROUNDOFF)
+    u = unit_roundoff
+    gamma4 = 4.0 * u / (1.0 - 4.0 * u)
+    mu = TWIDDLE_ROUNDOFF * (u / UNIT_ROUNDOFF)
+    eta1 = mu + gamma4 * (math.sqrt(2.0) + mu)
     return t * eta1 / (1.0 - t * eta1)
 
 
-def fft_convolution_error(l2a, l1a, l2b, l1b, n_fft: int):
+def fft_convolution_error(l2a, l1a, l2b, l1b, n_fft: int, unit_roundoff: float = UNIT_ROUNDOFF):
     r"""ℓ2 (hence ℓ∞) bound on the round-off of the linear convolution a * b computed as irfft(rfft(a)·rfft(b)) on
     N = n_fft points, from upper bounds on ‖a‖₂, ‖a‖₁, ‖b‖₂, ‖b‖₁ (docs/accounting.md, Lemma R3(b)), η = η_N
     (:func:`fft_eta`), g = √2γ₂ (one complex product):
@@ -84,12 +87,13 @@ def fft_convolution_error(l2a, l1a, l2b, l1b, n_fft: int):
     transforms errs by ≤ η√N(‖a‖₂‖b‖₁ + ‖a‖₁‖b‖₂) + η²N‖a‖₂‖b‖₂, and its rounding adds g times its modulus; the
     inverse divides ℓ2 norms by √N (D is the error of its input, so scaled) and adds (η + 2u) (the transform and the
     rounded 1/N) times the ℓ2 norm of its exact output, ≤ ‖a * b‖₂ + D ≤ ‖a‖₂‖b‖₁ + D (Young). 1 + 8u covers
-    evaluating this formula. Works on arrays of norms (one bound per row)."""
-    u = UNIT_ROUNDOFF
-    eta = fft_eta(n_fft)
-    g = COMPLEX_PRODUCT_ROUNDOFF
+    evaluating this formula (in float64, whatever ``unit_roundoff``, the u of the arithmetic of the transforms and
+    products: float64's, or long double's, Lemma R8). Works on arrays of norms (one bound per row)."""
+    u = unit_roundoff
+    eta = fft_eta(n_fft, u)
+    g = math.sqrt(2.0) * 2.0 * u / (1.0 - 2.0 * u)
     d = (1.0 + g) * (eta * (l2a * l1b + l1a * l2b) + eta * eta * math.sqrt(n_fft) * l2a * l2b) + g * l2a * l1b
-    return ((1.0 + eta + 2.0 * u) * d + (eta + 2.0 * u) * l2a * l1b) * (1.0 + 8.0 * u)
+    return ((1.0 + eta + 2.0 * u) * d + (eta + 2.0 * u) * l2a * l1b) * (1.0 + 8.0 * UNIT_ROUNDOFF)
 
 
 def mass_budget(n: int) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import InitVar, dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 from scipy import fft as sp_fft
@@ -32,7 +32,7 @@ from ..distribution import sf as gg_sf
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
-__all__ = ["DiscretePair", "split_to_grid", "power_pair", "compose_aligned", "shape_pair"]
+__all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair"]
 
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
@@ -126,7 +126,11 @@ class DiscretePair:
     @property
     def ts(self) -> np.ndarray:
         """Grid of loss values."""
-        return self.t0 + self.h * np.arange(self.omega.size)
+        return self.grid(np.float64)
+
+    def grid(self, dtype) -> np.ndarray:
+        """Grid of loss values t_0 + j·h computed in ``dtype`` (float64: :attr:`ts`; long double: Lemma R8)."""
+        return dtype(self.t0) + dtype(self.h) * np.arange(self.omega.size, dtype=dtype)
 
     def _cumsums(self):
         """(upper sums of ω, of ν, lower sums of ω, of ν), computed once (the masses are not mutated)."""
@@ -164,22 +168,29 @@ class DiscretePair:
         computed without its mass normalizations (Lemma R6); every reader of the masses goes through this."""
         return h / (1.0 - self.roundoff) if self.roundoff else h
 
-    def compose(self, other: "DiscretePair", keep_transform: bool = False,
-                bound_roundoff: bool = False) -> "DiscretePair":
-        """Product pair (P⊗P', Q⊗Q'): loss laws convolve (exact; spacings must agree). ``keep_transform``: keep
-        this pair's tilted transforms for its next products (one factor composed with many: the same numbers).
-        ``bound_roundoff``: the FFT's round-off bound is put into the masses (Lemma R7: every mass ≥ the exact
-        product's); for products that no chain reuses (the ball table's), not for powering chains."""
-        if abs(self.h - other.h) > 1e-12 * self.h or (bound_roundoff and self.h != other.h):
-            raise ValueError("can only compose discrete pairs with equal grid spacing (bit for bit where the "
-                             "round-off is bounded: Lemma R7's tilt identity needs one h)")
-        t_out = self.t0 + other.t0 + self.h * np.arange(self.omega.size + other.omega.size - 1)
+    def compose(self, other: "DiscretePair", keep_transform: bool = False, wide: bool = False) -> "DiscretePair":
+        """Product pair (P⊗P', Q⊗Q'): loss laws convolve, the FFT's round-off bound put into the masses (Lemma R7:
+        every mass ≥ the exact product's); the spacings must agree bit for bit (the tilt identity needs one h; see
+        :func:`compose_aligned`). ``keep_transform``: keep this pair's tilted transforms for its next products (one
+        factor composed with many: the same numbers). ``wide``: the bound computed in long double (Lemma R8: the
+        squares of the powering chains, whose C compounds with the number of times they are used)."""
+        if self.h != other.h:
+            raise ValueError(f"can only compose discrete pairs with equal grid spacing, bit for bit (Lemma R7's tilt "
+                             f"identity needs one h): got {self.h!r} and {other.h!r}; use compose_aligned")
+        n_out = self.omega.size + other.omega.size - 1
+        if wide:  # the claimed losses t_0 + j·h, rounded to long double (Lemma R8)
+            ta, tb = self.grid(np.longdouble), other.grid(np.longdouble)
+            t_out = (np.longdouble(self.t0) + np.longdouble(other.t0)) + np.longdouble(self.h) * np.arange(
+                n_out, dtype=np.longdouble)
+        else:
+            ta, tb = self.ts, other.ts
+            t_out = self.t0 + other.t0 + self.h * np.arange(n_out)
         cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
-        om, nu, added = _tilted_convolve(self.ts, self.omega, other.ts, other.omega, t_out, square=other is self,
-                                         a_cache=cache, bound_roundoff=bound_roundoff)
+        om, nu, added, p_extra, q_extra = _tilted_convolve(ta, self.omega, tb, other.omega, t_out,
+                                                           square=other is self, a_cache=cache, wide=wide)
         # 1 − (1 − a)(1 − b) without cancellation (it rounded tiny atoms by ~u, which the powering multiplies by k)
-        p_inf = self.p_inf + other.p_inf - self.p_inf * other.p_inf
-        q_ninf = self.q_ninf + other.q_ninf - self.q_ninf * other.q_ninf
+        p_inf = self.p_inf + other.p_inf - self.p_inf * other.p_inf + p_extra
+        q_ninf = self.q_ninf + other.q_ninf - self.q_ninf * other.q_ninf + q_extra
         # the factors' normalizations multiply (Lemma R6)
         roundoff = 1.0 - (1.0 - self.roundoff) * (1.0 - other.roundoff)
         return DiscretePair(self.t0 + other.t0, self.h, om, nu, p_inf, q_ninf, roundoff, added_mass=added)
@@ -207,15 +218,16 @@ class DiscretePair:
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
 
 
-def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None
-                  ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None,
+                  unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
     entry ≤ 1, entries below e^{−745} of the row's largest flush to 0), and, where ``expo_slack`` is given (the
     products whose round-off is bounded, Lemma R7), κ with |x_computed − x_exact| ≤ κ·x_exact + 2^{−1074} entry by
     entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the exact losses: the
     argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) + ``expo_slack`` (the
     losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) + slack of
-    rounding, exp ≤ 2u relative (8u is used); κ = None otherwise."""
+    rounding, exp ≤ 2u relative (8u is used); κ = None otherwise. u = ``unit_roundoff``, that of the arithmetic of
+    ``w`` and ``expo`` (float64, or long double in the chains' products, Lemma R8)."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     lw = logw[None, :] + expo
@@ -225,14 +237,14 @@ def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarr
     if expo_slack is not None:
         finite = np.isfinite(logw)
         arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
-        kappa = np.expm1(8.0 * UNIT_ROUNDOFF * arg + expo_slack + 2.0 * UNIT_ROUNDOFF)
+        kappa = np.expm1(8.0 * unit_roundoff * arg + expo_slack + 2.0 * unit_roundoff)
     return np.exp(lw - m), m, kappa
 
 
-def _row_norms(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def _row_norms(x: np.ndarray, unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray]:
     """Upper bounds on the ℓ2 and ℓ1 norms of each (non-negative) row: float sums of n non-negative terms err by
-    ≤ γ_n relative, covered by the factor 1 + 2nu."""
-    f = 1.0 + 2.0 * x.shape[1] * UNIT_ROUNDOFF
+    ≤ γ_n relative, covered by the factor 1 + 2nu (u = ``unit_roundoff``, that of ``x``'s arithmetic)."""
+    f = 1.0 + 2.0 * x.shape[1] * unit_roundoff
     return np.sqrt(np.einsum("ij,ij->i", x, x) * f) * f, np.sum(x, axis=1) * f
 
 
@@ -254,28 +266,33 @@ def count_below(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
 
 
 def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
-                     bound_roundoff=False) -> Tuple[np.ndarray, np.ndarray, float]:
-    r"""(ω, ν, added): the P-law ω of the product, its Q-law ν = ω e^{−t}, and the mass ``added`` on purpose;
-    accurate in both tails (docs/accounting.md, Lemmas R2, R7).
-
-    ``bound_roundoff`` (Lemma R7): ω ≥ ω_a * ω_b entry by entry and ``added`` ≥ Σ(ω − ω_a * ω_b) (the round-off
-    bound put into the masses, scaled away by the normalization, C ~ 10^{−12} per product). Otherwise the computed
-    entries are rescaled to the exact total Σω_a·Σω_b (added = 0) and their own round-off is not budgeted: the
-    powering chains use each square up to k/2^i times, and the bound's C would compound to ~k·2·10^{−12} (2·10^{−6}
-    at k = 10^6) and then T-fold over the steps (Lemma R5); they are checked by the Gaussian-chain oracle instead
-    (Lemma R6).
+                     wide=False) -> Tuple[np.ndarray, np.ndarray, float, float, float]:
+    r"""(ω, ν, added, p_extra, q_extra): the P-law ω of the product, its Q-law ν, the mass ``added`` on purpose, and
+    the masses to add to the atoms at ±∞. ω ≥ ω_a * ω_b entry by entry and ν = ω e^{−t} (up to the rounding of
+    t, as in every stored pair), except where the bound is below float64's smallest normal number:
+    there the entry is 0 and 2·10^{−308} goes to ``p_extra`` (``q_extra``). ``added`` ≥ the excess of either law over
+    the exact product's total: the round-off bound put into the masses, scaled
+    away by the normalization and counted in its C (docs/accounting.md, Lemmas R2, R6, R7, R8).
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
     convolve the tilts λ ∈ {0, ±1, ±30/w, ±300/w} (w = window width) by FFT. Each tilt's FFT convolution errs by at
     most E_λ in every entry (:func:`.checks.fft_convolution_error`, from the ℓ2 and ℓ1 norms of its inputs); at every
-    point the tilt with the smallest E_λ·e^{back_λ} (its bound untilted) is taken, and the entry is its computed
-    value plus E_λ, untilted, times the relative round-off of the tilts and of untilting: an upper bound on the
-    exact product entry. Both curves of a pair are non-decreasing in every ω_j at fixed losses, so the pair's curves
-    are ≥ the exact product's; the excess mass is scaled away by :class:`DiscretePair`'s normalization and counted in
-    its C (Lemma R6). Without the tilts, FFT noise of ~1e-17 would be amplified by e^{±t} in the tails.
-    ``a_cache`` (a dict kept with the pair of ``wa``): the first factor's tilted transforms, reused when it is composed
-    again on the same FFT length and tilts.
+    point one tilt is taken (the one whose bound E_λ·e^{back_λ}, untilted and evaluated in float64, is smallest:
+    any choice is valid), and the entry is its computed value plus E_λ, untilted, times the relative round-off of
+    the tilts and of untilting: an upper bound on the exact product entry. Both curves of a pair are non-decreasing
+    in every ω_j at fixed losses, so the pair's curves are ≥ the exact product's. Without the tilts, FFT noise of
+    ~1e-17 would be amplified by e^{±t} in the tails. ``a_cache`` (a dict kept with the pair of ``wa``): the first
+    factor's tilted transforms, reused when it is composed again on the same FFT length and tilts.
+
+    ``wide`` (Lemma R8, the squares of the powering chains, whose C compounds with the number of times they are
+    used): every step — tilts, FFTs, products, untilting — in long double (``ta``, ``tb``, ``t_out`` given in long
+    double, computed from the grids' t_0 and h), so u is long double's (2^{−64} on x86-64: C ~ 10^{−15} per product
+    instead of ~10^{−12}), and each mass rounded up to float64 at the end. Where long double is float64, this is
+    the float64 bound.
     """
+    dt = np.longdouble if wide else np.float64
+    u = float(np.finfo(dt).eps) / 2.0
+    wa, wb = np.asarray(wa, dtype=dt), np.asarray(wb, dtype=dt)
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
     width = max(float(t_out[-1] - t_out[0]), 1e-300)
     lams = [0.0, -1.0, 1.0]
@@ -285,20 +302,17 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     # all tilts in one batched real FFT (a squaring, a is b, transforms once); each tilted input is scaled by
     # e^{−m} (m: its largest log-mass), so no tilt overflows however wide the window (λ = ±1 on windows wider
     # than ~700 overflowed the product of the transforms before, and those tilts were lost); m returns in `back`
-    lam_col = np.asarray(lams)[:, None]
+    lam_col = np.asarray(lams, dtype=dt)[:, None]
     n_out = wa.size + wb.size - 1
     nfft = sp_fft.next_fast_len(n_out, real=True)
-    key = (nfft, tuple(lams), float(ca), bound_roundoff)
+    key = (nfft, tuple(lams), float(ca), wide)
 
-    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt; κ and the norms only where bounded
+    def tilted(t, w, c):  # (transform, m, κ, ℓ2, ℓ1) of each tilt
         expo = lam_col * (t - c)[None, :]
-        if not bound_roundoff:
-            x, m, _ = _scaled_tilts(w, expo)
-            return sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, None, None, None
         # the claimed losses are t_0 + i·h exactly; the array t is their rounding, ≤ u(|t_0| + h·i + |t_i|) off
-        slack = 2.0 * UNIT_ROUNDOFF * np.abs(lam_col[:, 0]) * (2.0 * float(np.max(np.abs(t))) + float(t[-1] - t[0]))
-        x, m, kappa = _scaled_tilts(w, expo, slack)
-        return (sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa) + _row_norms(x)
+        slack = 2.0 * u * np.abs(lam_col[:, 0]) * (2.0 * np.max(np.abs(t)) + (t[-1] - t[0]))
+        x, m, kappa = _scaled_tilts(w, expo, slack, u)
+        return (sp_fft.rfft(x, nfft, axis=-1, workers=_FFT_WORKERS), m, kappa) + _row_norms(x, u)
 
     if a_cache is not None and key in a_cache:
         fa, ma, ka, l2a, l1a = a_cache[key]
@@ -313,15 +327,17 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         prod = np.multiply(fb, fa, out=fb)  # as numpy evaluated fa * rfft(·): in place, this order (same rounding)
     conv = np.maximum(sp_fft.irfft(prod, nfft, axis=-1, workers=_FFT_WORKERS)[:, :n_out], 0.0)
     check_finite(conv, "product pair: tilted FFT convolution")
-    if bound_roundoff:  # ≥ |conv − exact conv of the computed tilts|, plus their absolute part (2^{−1074}·‖·‖₁)
-        err = (fft_convolution_error(l2a, l1a, l2b, l1b, nfft) + 2.0 ** -1073 * (l1a + l1b))[:, None]
-    # exact ω_j = (exact tilted conv)_j·e^{back_j}; the computed tilts are within (1 ± κ) of the exact ones
-    shift = (t_out - ca - cb)[None, :]
-    back = -lam_col * shift + (ma + mb)
-    # per point, the tilt whose untilted round-off is smallest: its bound E_λ·e^{back} (Lemma R7), or the estimate
-    # u·max(c_λ)·e^{back} (first minimum, as np.argmin(axis=0), row by row on contiguous rows: much faster)
+    # ≥ |conv − exact conv of the computed tilts|, plus their absolute part (twice the smallest subnormal ·‖·‖₁)
+    err = (fft_convolution_error(l2a, l1a, l2b, l1b, nfft, u) + 2 * np.finfo(dt).smallest_subnormal * (l1a + l1b))
+    # exact ω_j = (exact tilted conv)_j·e^{back_j}, back = −λ·shift + m_a + m_b; the computed tilts are within
+    # (1 ± κ) of the exact ones. Per point, the tilt whose untilted bound E_λ·e^{back} is smallest (float64; first
+    # minimum, as np.argmin(axis=0), row by row on contiguous rows: much faster)
+    shift = t_out - ca - cb
+    mab = (ma + mb)[:, 0]
     with np.errstate(divide="ignore"):
-        log_noise = (np.log(err) if bound_roundoff else np.log(conv.max(axis=1))[:, None]) + back
+        log_noise = np.log(np.asarray(err, dtype=np.float64))[:, None] + (
+            -np.asarray(lams)[:, None] * np.asarray(shift, dtype=np.float64)[None, :]
+            + np.asarray(mab, dtype=np.float64)[:, None])
     pick = np.zeros(n_out, dtype=np.intp)
     best = log_noise[0].copy()
     for i in range(1, len(lams)):
@@ -329,34 +345,43 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         pick[better] = i
         np.minimum(best, log_noise[i], out=best)
     cols = np.arange(n_out)
-    if not bound_roundoff:
-        with np.errstate(divide="ignore"):  # log 0 = −inf: a zero mass stays 0
-            om = np.exp(np.log(conv[pick, cols]) + back[pick, cols])
-        # FFT round-off changes the total mass by ~1e-16 per product (compounding to ~1e-11 over 20 doublings):
-        # rescale to the exact total Σω_a·Σω_b (long double: a float64 sum's own rounding is not put into ω)
-        tot = np.sum(om, dtype=np.longdouble)
-        if tot > 0:
-            om = om * float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble) / tot)
-        return om, om * np.exp(np.clip(-t_out, -700.0, 700.0)), 0.0
-    upper = np.log(conv[pick, cols] + err[pick, 0])
-    arg = upper + back[pick, cols]
+    upper = np.log(conv[pick, cols] + err[pick])
+    arg = upper + (-lam_col[pick, 0] * shift + mab[pick])
     # relative round-off of fl(ĉ + E) (u), of log (2u|upper|), of back (λ·shift with the shift's own rounding, plus
     # ma + mb) and of the sum, and of exp (2u); and the inputs' tilts (1 ± κ_a)(1 ± κ_b): ω_j ≤ computed·(1 + rel)
     # t_out as computed is the exact loss t_0^a + t_0^b + j·h up to u(|t_0^a| + |t_0^b| + h·j + |t_j|)
-    lam_p = np.abs(np.asarray(lams))[pick]
-    d_arg = 4.0 * UNIT_ROUNDOFF * (np.abs(upper) + np.abs(arg)
-                                   + lam_p * (np.abs(shift[0]) + 2.0 * np.abs(t_out) + abs(ca) + abs(cb)
-                                              + abs(ta[0]) + abs(tb[0]) + (t_out - t_out[0]))
-                                   + np.abs(ma + mb)[pick, 0])
-    rel = (np.expm1(d_arg + 4.0 * UNIT_ROUNDOFF) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick]))
-    om = np.exp(arg) * (rel * (1.0 + 2.0 * UNIT_ROUNDOFF))  # the last two products' own rounding
-    # the bound (ĉ + E)·e^{back} is > 0 everywhere: where exp underflows (to a subnormal or 0, windows wider than
-    # ~700) it is raised to the smallest normal number
-    om = np.maximum(om, np.finfo(np.float64).tiny)
-    exact_mass = float(np.sum(wa, dtype=np.longdouble) * np.sum(wb, dtype=np.longdouble))
-    added = float(np.sum(om, dtype=np.longdouble)) - exact_mass * (1.0 - 2.0 * UNIT_ROUNDOFF)
-    nu = om * np.exp(np.clip(-t_out, -700.0, 700.0))
-    return om, nu, max(added, 0.0)
+    lam_p = np.abs(lam_col[pick, 0])
+    d_arg = 4.0 * u * (np.abs(upper) + np.abs(arg)
+                       + lam_p * (np.abs(shift) + 2.0 * np.abs(t_out) + abs(ca) + abs(cb)
+                                  + abs(ta[0]) + abs(tb[0]) + (t_out - t_out[0]))
+                       + np.abs(mab)[pick])
+    factor = (np.expm1(d_arg + 4.0 * u) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick])) * (1.0 + 2.0 * u)
+    om = np.exp(arg) * factor  # (1 + 2u): the last two products' own rounding
+    # the Q-law ν = ω e^{−t} with the same factor, from the log (ν from the rounded ω put P-masses that underflow at
+    # t ≪ 0 into Q-masses of e^{|t|}·10^{−308}): the tie is kept up to the rounding of arg − t (u|arg − t|), what
+    # every stored pair has (docs/accounting.md, Lemma R8)
+    nu = np.exp(arg - t_out) * factor
+    if wide:  # to float64, rounded up (the comparison is exact in long double)
+        om64, nu64 = om.astype(np.float64), nu.astype(np.float64)
+        om = np.where(om64 < om, np.nextafter(om64, np.inf), om64)
+        nu = np.where(nu64 < nu, np.nextafter(nu64, np.inf), nu64)
+    # where a bound is below the smallest normal number (exp underflows: windows wider than ~700) the entry is 0 and
+    # twice that number per such entry goes to the law's atom (P at +∞, Q at −∞): a P-mass raised at t ≪ 0 would be
+    # a Q-mass of ~e^{|t|}·10^{−308} (and vice versa); the atoms only raise both curves
+    check_finite(nu, "product pair: Q-law bound")
+    tiny = np.finfo(np.float64).tiny
+    extra = []
+    for law in (om, nu):
+        low = law < tiny
+        law[low] = 0.0
+        extra.append(2.0 * tiny * float(np.count_nonzero(low)))
+    # the excess of each law over the exact product's total (the Q-totals from the inputs' P-laws tilted, as claimed)
+    ld = np.longdouble
+    exact_p = np.sum(wa, dtype=ld) * np.sum(wb, dtype=ld)
+    exact_q = (np.sum(np.asarray(wa, ld) * np.exp(-np.asarray(ta, ld)))
+               * np.sum(np.asarray(wb, ld) * np.exp(-np.asarray(tb, ld))))
+    added = max(float(np.sum(om, dtype=ld) - exact_p), float(np.sum(nu, dtype=ld) - exact_q), 0.0)
+    return om, nu, added + 4.0 * UNIT_ROUNDOFF, extra[0], extra[1]
 
 
 def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) -> DiscretePair:
@@ -446,28 +471,44 @@ def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
     return DiscretePair(float(lo), float(h), om, nu, float(p_inf), float(q_ninf))
 
 
+#: a square that its chain uses more than this many times is computed in long double (Lemma R8): its C, ~10^{−12} in
+#: float64, is multiplied by that count
+WIDE_USES = 1 << 11
+
+
+class PowerChain:
+    """Binary powering of one discrete base pair, re-gridding (dominating) to ≤ ``n`` points after every product,
+    the squares shared between several exponents. Every product's round-off is bounded (Lemma R7); a square used
+    more than :data:`WIDE_USES` times by the exponent that builds it is computed in long double (Lemma R8)."""
+
+    def __init__(self, base: DiscretePair, n: int) -> None:
+        self.n = n
+        self.squares: List[DiscretePair] = [base]
+
+    def power(self, k: int) -> DiscretePair:
+        """Dominating pair of the k-fold product of the base (k ≥ 1)."""
+        if not (isinstance(k, (int, np.integer)) and k >= 1):
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        k = int(k)
+        while len(self.squares) < k.bit_length():
+            last, uses = self.squares[-1], k >> len(self.squares)
+            self.squares.append(last.compose(last, wide=uses > WIDE_USES).regrid(self.n))
+        result = None
+        for i in range(k.bit_length()):
+            if (k >> i) & 1:
+                result = self.squares[i] if result is None else compose_aligned(result, self.squares[i]).regrid(self.n)
+        return result
+
+
 def power_pair(base: DiscretePair, k: int, n: int) -> DiscretePair:
-    """k-fold product of ``base`` by binary powering, re-gridding (dominating) to ≤ n points each time."""
-    if k < 1:
-        raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
-    result = None
-    power = base
-    while True:
-        if k & 1:
-            if result is None:
-                result = power
-            else:
-                result = compose_aligned(result, power).regrid(n)
-        k >>= 1
-        if not k:
-            break
-        power = power.compose(power).regrid(n)
-    return result
+    """k-fold product of ``base`` by binary powering (:class:`PowerChain`)."""
+    return PowerChain(base, n).power(k)
 
 
 def compose_aligned(x: DiscretePair, y: DiscretePair) -> DiscretePair:
-    """Compose two pairs, first re-gridding the finer one onto the coarser spacing (dominating)."""
-    if abs(x.h - y.h) <= 1e-12 * max(x.h, y.h):
+    """Compose two pairs (round-off bounded, Lemma R7), first re-gridding the finer one onto the coarser spacing
+    (dominating) where the spacings differ in any bit."""
+    if x.h == y.h:
         return x.compose(y)
     if x.h < y.h:
         x, y = y, x

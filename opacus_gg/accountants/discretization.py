@@ -23,17 +23,98 @@ from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
+from .discrete import MAX_ROUNDOFF
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta
 
-__all__ = ["ctd_pmf", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "hull_profile", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
 
 
-def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray, float, float]:
-    r"""Dominating discrete P-law on the grid t ("connect the dots"); returns (ω, mass at +∞, c).
+#: the most the convex hull may lower a value read (:func:`hull_profile`): the jump at t = 0 of a pair whose laws'
+#: masses differ by its round-off, which pairs keep below MAX_ROUNDOFF (:mod:`.discrete`); more is a bug, refused
+HULL_TOLERANCE = 2.0 * MAX_ROUNDOFF
+
+
+def lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray) -> np.ndarray:
+    """Indices of the lower convex hull of (x_i, y_i), x increasing, y = yd = yr + (1 − x) (the same function in
+    two coordinates: yr accurate where ``use_r``). The orientation test is invariant under adding a linear
+    function, so it reads yr when all three points have ``use_r`` and yd otherwise.
+
+    Each pass drops every point on or above the chord of its current neighbours (such a point is not a vertex of
+    the lower hull, and dropping several at once keeps every vertex: a vertex lies strictly below the chord of any
+    two points around it), until the chain is convex. A pass re-tests only the points next to one dropped by the
+    pass before (the others have the same neighbours, hence the same answer: no). (A wrong decision by round-off
+    only leaves the result slightly non-convex; the connect-the-dots step then clips a negative mass, which raises
+    the curve.)"""
+    idx = np.arange(x.size)
+    test = np.ones(x.size, dtype=bool)  # chain positions to test (interior ones only are read)
+    for _ in range(x.size):
+        if idx.size < 3:
+            return idx
+        q = np.flatnonzero(test[1:-1]) + 1  # chain positions tested in this pass
+        i0, i1, i2 = idx[q - 1], idx[q], idx[q + 1]
+        rr = use_r[i0] & use_r[i1] & use_r[i2]
+        y0 = np.where(rr, yr[i0], yd[i0])
+        y1 = np.where(rr, yr[i1], yd[i1])
+        y2 = np.where(rr, yr[i2], yd[i2])
+        drop = (y1 - y0) * (x[i2] - x[i0]) >= (y2 - y0) * (x[i1] - x[i0])
+        if not drop.any():
+            return idx
+        keep = np.ones(idx.size, dtype=bool)
+        keep[q[drop]] = False
+        near = np.zeros(idx.size, dtype=bool)  # a neighbour was dropped: the point gets new neighbours
+        near[:-1] |= ~keep[1:]
+        near[1:] |= ~keep[:-1]
+        idx, test = idx[keep], near[keep]
+    return idx
+
+
+def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optional[np.ndarray] = None,
+                 tolerance: float = HULL_TOLERANCE) -> Tuple[np.ndarray, np.ndarray]:
+    r"""(δ, r) of the lower convex hull in α = e^t of the points (0, 1) and (α_i, δ_i), read back on t: δ where
+    t ≥ 0, r = δ − 1 + α where t < 0 (each side read, and interpolated between hull vertices, in its accurate
+    coordinate; both are linear in α). ``delta`` is read where t ≥ 0 and ``r`` where t < 0, as by :func:`ctd_pmf`.
+    AccountingError where the hull lowers a value by more than ``tolerance`` (a profile read from one pair, or from
+    an envelope of pairs' curves, is convex up to round-off; the ball table's envelopes of maxima and Chernoff bounds
+    are not, and pass ∞).
+
+    Every privacy profile is convex in α, non-increasing and 1 at α = 0; where the values read are ≥ such a profile
+    (upper bounds), so is their lower convex hull (the largest convex function below them), and the connect-the-dots
+    PMF of the hull has no negative mass to clip and mass 1 (Lemma T2). Values that are upper bounds but not convex:
+    the curves of a pair whose two laws' masses differ by round-off (after Lemma R7's bound and Lemma R6's
+    normalization, by up to its C) jump at t = 0, where the reading switches from H(P‖Q) to H(Q‖P); connect the dots
+    read across such a jump of size J a mass ~J/h (docs/accounting.md, Lemma R8)."""
+    alpha = np.exp(t) if alpha is None else alpha
+    pos = t >= 0
+    x = np.concatenate([[0.0], alpha])
+    use_r = np.concatenate([[True], ~pos])
+    yd = np.empty(x.size)
+    yr = np.empty(x.size)
+    yd[0], yr[0] = 1.0, 0.0
+    yd[1:][pos], yr[1:][pos] = delta[pos], delta[pos] - 1.0 + alpha[pos]
+    yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r[~pos], r[~pos]
+    hull = lower_hull(x, yd, yr, use_r)
+    if hull.size == x.size:  # already convex: the values as read
+        return delta, r
+    out_d = np.full(t.shape, np.nan)
+    out_r = np.full(t.shape, np.nan)
+    out_d[pos] = np.interp(alpha[pos], x[hull], yd[hull])
+    out_r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
+    lowered = max(float(np.max(delta[pos] - out_d[pos], initial=0.0)), float(np.max(r[~pos] - out_r[~pos], initial=0.0)))
+    if not lowered <= tolerance:
+        raise AccountingError(f"one-step privacy profile: not convex beyond round-off (its convex hull lowers a value "
+                              f"by {lowered:.3g} > {tolerance:g})")
+    return out_d, out_r
+
+
+def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
+            hull_tolerance: float = HULL_TOLERANCE) -> Tuple[np.ndarray, float, float]:
+    r"""Dominating discrete P-law on the grid t ("connect the dots") of the lower convex hull of the values read
+    (:func:`hull_profile`, ``hull_tolerance`` its tolerance: the values themselves where they are convex); returns
+    (ω, mass at +∞, c).
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
     s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
@@ -48,6 +129,7 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray) -> Tuple[np.ndarray
     :func:`pmf_mass_budget` (the sum telescopes to 1 in exact arithmetic); AccountingError otherwise.
     """
     alpha = np.exp(t)
+    delta, r = hull_profile(t, delta, r, alpha, hull_tolerance)
     n = t.size
     da = alpha[:-1] * np.expm1(np.diff(t))
     neg = ~(t >= 0)

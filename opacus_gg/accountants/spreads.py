@@ -39,7 +39,7 @@ from ..validation import (
     validate_positive,
     validate_positive_int,
 )
-from .discrete import DiscretePair, compose_aligned, split_to_grid
+from .discrete import PowerChain, split_to_grid
 from .gg_pair import GGPair
 from .shapes import candidate_shapes, is_certified
 
@@ -84,31 +84,18 @@ def spread_shift(noise_multiplier: float, k: int, clip_norm_p: float) -> float:
     return (1.0 / noise_multiplier) * float(k) ** (-1.0 / clip_norm_p)
 
 
-class _Chain:
-    """Binary powering of one discrete base pair, squarings shared between several exponents.
-
-    The k-th power is built exactly as :func:`pairs.power_pair` builds it (same products, same dominating
-    re-gridding after every product), so it dominates the k-fold product of the base.
-    """
+class _Chain(PowerChain):
+    """:class:`.discrete.PowerChain` of the one-coordinate pair with shift a (the exact GGPair for k = 1)."""
 
     def __init__(self, a: float, beta: float, n: int) -> None:
-        self.a, self.beta, self.n = a, beta, n
-        self.squares: List[DiscretePair] = [split_to_grid(GGPair(a, beta), n)]
+        self.a, self.beta = a, beta
+        super().__init__(split_to_grid(GGPair(a, beta), n), n)
 
     def power(self, k: int):
         """Dominating pair of k coordinates shifted by a (the exact GGPair for k = 1)."""
-        if k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
         if k == 1:
             return GGPair(self.a, self.beta)
-        while len(self.squares) < k.bit_length():
-            last = self.squares[-1]
-            self.squares.append(last.compose(last).regrid(self.n))
-        result = None
-        for i in range(k.bit_length()):
-            if (k >> i) & 1:
-                result = self.squares[i] if result is None else compose_aligned(result, self.squares[i]).regrid(self.n)
-        return result
+        return super().power(k)
 
 
 def exact_spread_pair(noise_multiplier: float, beta: float, k: int, clip_norm_p: float, n: int = GRID_POINTS):
