@@ -489,12 +489,19 @@ def test_product_bound_holds_where_exp_underflows():
     t = -600.0 + h * np.arange(n)
     w = np.exp(-np.abs(t))
     w = w / w.sum()
-    om, nu, added, p_extra, q_extra = _tilted_convolve(t, w, t, w, 2 * t[0] + h * np.arange(2 * n - 1), square=True)
+    t_out = 2 * t[0] + h * np.arange(2 * n - 1)
+    om, nu, added, p_extra, q_extra = _tilted_convolve(t, w, t, w, t_out, square=True)
     exact, rel = exact_product_masses(w, w)
     zero = om == 0
     assert 1000 < zero.sum() < om.size
     assert np.all(om[~zero] >= exact[~zero] * (1 - rel))
     assert p_extra >= float(np.sum(exact[zero])) and p_extra < 1e-300
+    # the Q-law from the log: kept where ω underflows (t ≪ 0), ≥ the exact ω e^{−t} up to the tie's rounding
+    exact_q = exact * np.exp(-t_out.astype(np.longdouble))
+    nz = nu > 0
+    assert np.all(nu[zero & (t_out < -745)] > 0)
+    assert np.all(nu[nz] >= exact_q[nz] * (1 - rel - 1e-12))
+    assert q_extra >= float(np.sum(exact_q[~nz])) and q_extra < 1e-300
     q_total = float(np.sum(w * np.exp(-t))) ** 2  # the claimed Q-laws (ω e^{−t}) are not normalized here
     assert added < 1e-9 * max(q_total, 1.0)
 
@@ -530,7 +537,7 @@ def test_chain_masses_are_above_the_exact_product_entry_by_entry():
 def test_hull_profile_lowers_only_a_jump(monkeypatch):
     """Lemma R8(c): a convex profile read as is; with a jump of J at t = 0 (the two laws' masses differing by J) the
     hull is continuous, still ≥ every convex profile below the values (here the profile without the jump), and the
-    connect-the-dots PMF has mass 1 (without the hull it was 1 + ~J/h: refused)."""
+    connect-the-dots PMF has mass 1 (without the hull it was 1 + ~J/h: refused); beyond its tolerance it refuses."""
     t = np.linspace(-6.0, 6.0, 4001)
     alpha = np.exp(t)
     mu = 1.0
@@ -539,15 +546,23 @@ def test_hull_profile_lowers_only_a_jump(monkeypatch):
     d2, r2 = discretization.hull_profile(t, delta, r)
     assert d2 is delta and r2 is r  # convex (up to round-off): untouched
     rj = np.where(t < 0, r + 1e-7, r)  # the r side read from a law of larger mass
-    d2, r2 = discretization.hull_profile(t, delta, rj)
+    d2, r2 = discretization.hull_profile(t, delta, rj, tolerance=2e-7)
     neg = t < 0
     assert np.all(d2[~neg] >= delta[~neg] - 1e-15) and np.all(r2[neg] >= r[neg] - 1e-15)
-    assert np.all(r2[neg] <= rj[neg]) and np.all(d2[~neg] <= delta[~neg])
-    omega, rho, _ = discretization.ctd_pmf(t, delta, rj)
+    assert np.all(r2[neg] <= rj[neg] + 1e-15) and np.all(d2[~neg] <= delta[~neg] + 1e-15)
+    omega, rho, _ = discretization.ctd_pmf(t, delta, rj, tolerance=2e-7)
     assert abs(float(omega.sum()) + rho - 1.0) < 1e-12
-    monkeypatch.setattr(discretization, "hull_profile", lambda t, d, r, alpha=None: (d, r))
-    with pytest.raises(AccountingError, match="total mass"):
+    # beyond its tolerance (round-off by default; 2C where the pairs carry C) the hull refuses: a jump, or one value
+    # pushed down by 10^{−7} (no longer an upper bound: a bug the old mass check caught, 1.0056 at 10^{−5})
+    with pytest.raises(AccountingError, match="not convex beyond round-off"):
         discretization.ctd_pmf(t, delta, rj)
+    dip = delta.copy()
+    dip[3500] -= 1e-7  # t = 4.5, δ ≈ 6e-6: about 1.7 % of the value
+    with pytest.raises(AccountingError, match="not convex beyond round-off"):
+        discretization.ctd_pmf(t, dip, r)
+    monkeypatch.setattr(discretization, "hull_profile", lambda t, d, r, *args: (d, r))
+    with pytest.raises(AccountingError, match="total mass"):
+        discretization.ctd_pmf(t, delta, rj, tolerance=2e-7)
 
 @WIDE_LONG_DOUBLE
 @pytest.mark.parametrize("t0,h,n", [(500.0, 0.01, 1024), (3000.0, 0.003, 2048), (-16.0, 0.02, 1601)])

@@ -173,7 +173,7 @@ def _hull_pair(g: _Grid, d_pos: np.ndarray, r_neg: np.ndarray) -> Tuple[Discrete
     delta = np.full(g.t.shape, np.nan)
     r = np.full(g.t.shape, np.nan)
     delta[g.pos], r[~g.pos] = d_pos, r_neg
-    omega, rho, c = ctd_pmf(g.t, delta, r, hull_tolerance=math.inf)  # the hull is taken there
+    omega, rho, c = ctd_pmf(g.t, delta, r, tolerance=math.inf)  # the hull is taken there
     # ν = ω e^{−t}; DiscretePair puts the Q-mass left (losses below the grid) at −∞ itself
     return DiscretePair(float(g.t[0]), float(g.t[1] - g.t[0]), omega, omega * g.e_mt, float(rho), 0.0), float(c)
 

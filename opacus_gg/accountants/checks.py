@@ -92,8 +92,9 @@ def fft_convolution_error(l2a, l1a, l2b, l1b, n_fft: int, unit_roundoff: float =
     u = unit_roundoff
     eta = fft_eta(n_fft, u)
     g = math.sqrt(2.0) * 2.0 * u / (1.0 - 2.0 * u)
-    d = (1.0 + g) * (eta * (l2a * l1b + l1a * l2b) + eta * eta * math.sqrt(n_fft) * l2a * l2b) + g * l2a * l1b
-    return ((1.0 + eta + 2.0 * u) * d + (eta + 2.0 * u) * l2a * l1b) * (1.0 + 8.0 * UNIT_ROUNDOFF)
+    one = np.result_type(l2a, l1a, l2b, l1b, np.float64).type(1.0)  # 1 + g ≠ 1 where the norms are long double
+    d = (one + g) * (eta * (l2a * l1b + l1a * l2b) + eta * eta * math.sqrt(n_fft) * l2a * l2b) + g * l2a * l1b
+    return ((one + eta + 2.0 * u) * d + (eta + 2.0 * u) * l2a * l1b) * (1.0 + 8.0 * UNIT_ROUNDOFF)
 
 
 def mass_budget(n: int) -> float:

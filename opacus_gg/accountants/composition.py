@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, fft_convolution_error, fft_eta
 
-from .discretization import ctd_pmf, fine_half_width, make_domain, step_dprv
+from .discretization import ctd_pmf, fine_half_width, hull_tolerance, make_domain, step_dprv
 from .history import PairSegment, Segment
 from .profile import one_step_delta
 
@@ -152,7 +152,7 @@ def _step_pmfs(segs: Sequence, direction: str, domain: Domain):
     for seg in segs:
         if isinstance(seg, PairSegment):
             dl, rr, ks, scores = one_step_delta(seg, domain.ts, direction)
-            pmf, rho, c = ctd_pmf(domain.ts, dl, rr)
+            pmf, rho, c = ctd_pmf(domain.ts, dl, rr, hull_tolerance(seg))
             c = c + seg.roundoff  # (1 − c)(1 − C) ≥ 1 − c − C: the pairs' own round-off (Lemma T4)
         else:
             pmf, rho, c, (ks, scores) = step_dprv(seg.step_key, direction, domain.t_min, domain.t_max, domain.size)

@@ -4,10 +4,11 @@ r"""Discrete privacy pairs on a uniform loss grid: dominating discretization, ex
 +∞, Q mass at −∞). :func:`split_to_grid` turns the exact one-coordinate pair into a discrete pair that
 *dominates* it (every atom's P and Q masses are split between the two neighbouring grid points,
 preserving both: a refinement, so the original is a post-processing of the discrete pair — the
-"connect the dots" discretization of Doroshenko et al. 2022). Composition of discrete pairs
-(convolution of the P-laws and, separately, of the Q-laws of the loss) is exact, so k-coordinate
-shapes are built by binary powering with a dominating re-gridding after every product
-(:mod:`.spreads` builds the pairs covering every equal spread from these).
+"connect the dots" discretization of Doroshenko et al. 2022). A product of discrete pairs convolves
+the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
+(docs/accounting.md, Lemma R7); k-coordinate shapes are built by binary powering (:class:`PowerChain`) with a
+dominating re-gridding after every product, the squares that a chain reuses many times in long double (Lemma R8;
+:mod:`.spreads` builds the pairs covering every equal spread from these).
 
 Mass normalization (docs/accounting.md, Lemma R6): a pair whose computed law has mass above 1 (round-off, within
 the checked budget) has its finite part scaled by s < 1; both its curves are then ≥ s·those before, products
@@ -41,6 +42,9 @@ _FFT_WORKERS = 1
 PRODUCT_MASS_BUDGET = 1e-12
 #: a pair whose accumulated normalization factor C reaches this is refused (AccountingError)
 MAX_ROUNDOFF = 1e-4
+#: the precision of the chains' reused squares (Lemma R8): long double where it is IEEE-like (x87's 64-bit or IEEE
+#: quad's 113-bit significand, rounding to nearest with u = eps/2), else float64 (then only C is larger)
+WIDE_DTYPE = np.longdouble if np.finfo(np.longdouble).nmant in (63, 112) else np.float64
 #: mass below which tails of convolved laws are cut, kept above floating-point FFT noise (~1e-17 per point)
 CUT_MASS = 1e-24
 
@@ -179,9 +183,9 @@ class DiscretePair:
                              f"identity needs one h): got {self.h!r} and {other.h!r}; use compose_aligned")
         n_out = self.omega.size + other.omega.size - 1
         if wide:  # the claimed losses t_0 + j·h, rounded to long double (Lemma R8)
-            ta, tb = self.grid(np.longdouble), other.grid(np.longdouble)
-            t_out = (np.longdouble(self.t0) + np.longdouble(other.t0)) + np.longdouble(self.h) * np.arange(
-                n_out, dtype=np.longdouble)
+            ld = WIDE_DTYPE
+            ta, tb = self.grid(ld), other.grid(ld)
+            t_out = (ld(self.t0) + ld(other.t0)) + ld(self.h) * np.arange(n_out, dtype=ld)
         else:
             ta, tb = self.ts, other.ts
             t_out = self.t0 + other.t0 + self.h * np.arange(n_out)
@@ -221,8 +225,9 @@ class DiscretePair:
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None,
                   unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
-    entry ≤ 1, entries below e^{−745} of the row's largest flush to 0), and, where ``expo_slack`` is given (the
-    products whose round-off is bounded, Lemma R7), κ with |x_computed − x_exact| ≤ κ·x_exact + 2^{−1074} entry by
+    entry ≤ 1, entries below the smallest subnormal of the dtype (e^{−745} in float64) flush to 0), and, where
+    ``expo_slack`` is given (every product, Lemma R7), κ with |x_computed − x_exact| ≤ κ·x_exact + the smallest
+    subnormal (2^{−1074} in float64) entry by
     entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the exact losses: the
     argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) + ``expo_slack`` (the
     losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) + slack of
@@ -244,7 +249,7 @@ def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarr
 def _row_norms(x: np.ndarray, unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray]:
     """Upper bounds on the ℓ2 and ℓ1 norms of each (non-negative) row: float sums of n non-negative terms err by
     ≤ γ_n relative, covered by the factor 1 + 2nu (u = ``unit_roundoff``, that of ``x``'s arithmetic)."""
-    f = 1.0 + 2.0 * x.shape[1] * unit_roundoff
+    f = x.dtype.type(1.0) + x.dtype.type(2.0 * x.shape[1] * unit_roundoff)  # in x's precision (1 + 2nu ≠ 1)
     return np.sqrt(np.einsum("ij,ij->i", x, x) * f) * f, np.sum(x, axis=1) * f
 
 
@@ -290,7 +295,7 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
     instead of ~10^{−12}), and each mass rounded up to float64 at the end. Where long double is float64, this is
     the float64 bound.
     """
-    dt = np.longdouble if wide else np.float64
+    dt = WIDE_DTYPE if wide else np.float64
     u = float(np.finfo(dt).eps) / 2.0
     wa, wb = np.asarray(wa, dtype=dt), np.asarray(wb, dtype=dt)
     ca, cb = 0.5 * (ta[0] + ta[-1]), 0.5 * (tb[0] + tb[-1])
@@ -355,7 +360,7 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
                        + lam_p * (np.abs(shift) + 2.0 * np.abs(t_out) + abs(ca) + abs(cb)
                                   + abs(ta[0]) + abs(tb[0]) + (t_out - t_out[0]))
                        + np.abs(mab)[pick])
-    factor = (np.expm1(d_arg + 4.0 * u) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick])) * (1.0 + 2.0 * u)
+    factor = (np.expm1(d_arg + 4.0 * u) + 1.0) / ((1.0 - ka[pick]) * (1.0 - kb[pick])) * (dt(1.0) + dt(2.0 * u))
     om = np.exp(arg) * factor  # (1 + 2u): the last two products' own rounding
     # the Q-law ν = ω e^{−t} with the same factor, from the log (ν from the rounded ω put P-masses that underflow at
     # t ≪ 0 into Q-masses of e^{|t|}·10^{−308}): the tie is kept up to the rounding of arg − t (u|arg − t|), what

@@ -23,19 +23,29 @@ from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
-from .discrete import MAX_ROUNDOFF
 from .history import Segment
-from .profile import CHORD_STRIDE, one_step_delta
+from .profile import CHORD_STRIDE, one_step_delta, pairs_of
 
-__all__ = ["ctd_pmf", "hull_profile", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
 
 
-#: the most the convex hull may lower a value read (:func:`hull_profile`): the jump at t = 0 of a pair whose laws'
-#: masses differ by its round-off, which pairs keep below MAX_ROUNDOFF (:mod:`.discrete`); more is a bug, refused
-HULL_TOLERANCE = 2.0 * MAX_ROUNDOFF
+#: what the convex hull may lower a value read from curves of exact pairs (:func:`hull_profile`): round-off only
+HULL_ROUNDOFF = 1e-12
+
+
+def hull_tolerance(seg) -> float:
+    r"""What the hull may lower a value of the one-step profile of ``seg`` (:func:`hull_profile`): 2·C + 10^{−12},
+    C the largest round-off factor of its pairs (and of a :class:`.history.PairSegment`). A pair's two curves are
+    each convex (sums of (ω_j − αν_j)_+), but its two laws' totals may differ by up to C (Lemmas R6, R8), so the
+    profile read, H(P‖Q) for t ≥ 0 and H(Q‖P) for t < 0, may jump at t = 0 by up to C/(1 − C); subsampling scales
+    the jump by q ≤ 1 and the envelope over shapes takes the largest. More than that is a bug: refused."""
+    c = float(getattr(seg, "roundoff", 0.0))
+    for _, pair in pairs_of(seg):
+        c = max(c, float(getattr(pair, "roundoff", 0.0)), float(getattr(getattr(pair, "pair", None), "roundoff", 0.0)))
+    return 2.0 * c + HULL_ROUNDOFF
 
 
 def lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray) -> np.ndarray:
@@ -72,14 +82,30 @@ def lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray)
     return idx
 
 
+def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray) -> np.ndarray:
+    """The piecewise-linear interpolant of the vertices (xh, yh) at xq, rounded up: y_0 + (x − x_0)·(y_1 − y_0)/(x_1 −
+    x_0) in long double (errs by ≤ 4u_ld(|y_0| + |y_1|): the slope of a steep chord rounded), that bound added, then
+    rounded up to float64 (np.interp in float64 fell up to 7.5·10^{−5} relative below a steep chord; a float64 bump
+    of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly."""
+    ld = np.longdouble
+    u_ld = float(np.finfo(ld).eps) / 2.0
+    j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
+    x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[j], xh[j + 1], yh[j], yh[j + 1]))
+    y = y0 + (np.asarray(xq, dtype=ld) - x0) * ((y1 - y0) / (x1 - x0)) + 4.0 * u_ld * (np.abs(y0) + np.abs(y1))
+    out = y.astype(np.float64)
+    out = np.where(out < y, np.nextafter(out, np.inf), out)
+    return np.where(xq == xh[j], yh[j], out)
+
+
 def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optional[np.ndarray] = None,
-                 tolerance: float = HULL_TOLERANCE) -> Tuple[np.ndarray, np.ndarray]:
+                 tolerance: float = HULL_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray]:
     r"""(δ, r) of the lower convex hull in α = e^t of the points (0, 1) and (α_i, δ_i), read back on t: δ where
     t ≥ 0, r = δ − 1 + α where t < 0 (each side read, and interpolated between hull vertices, in its accurate
     coordinate; both are linear in α). ``delta`` is read where t ≥ 0 and ``r`` where t < 0, as by :func:`ctd_pmf`.
-    AccountingError where the hull lowers a value by more than ``tolerance`` (a profile read from one pair, or from
-    an envelope of pairs' curves, is convex up to round-off; the ball table's envelopes of maxima and Chernoff bounds
-    are not, and pass ∞).
+    AccountingError where the hull lowers a value by more than ``tolerance`` (a profile read from exact pairs is
+    convex up to round-off; from discrete pairs, up to a jump at t = 0: :func:`hull_tolerance`; the ball table's
+    envelopes of maxima and Chernoff bounds are not convex, and pass ∞). Between hull vertices the chords are
+    rounded up (:func:`_chord`).
 
     Every privacy profile is convex in α, non-increasing and 1 at α = 0; where the values read are ≥ such a profile
     (upper bounds), so is their lower convex hull (the largest convex function below them), and the connect-the-dots
@@ -101,8 +127,8 @@ def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optiona
         return delta, r
     out_d = np.full(t.shape, np.nan)
     out_r = np.full(t.shape, np.nan)
-    out_d[pos] = np.interp(alpha[pos], x[hull], yd[hull])
-    out_r[~pos] = np.interp(alpha[~pos], x[hull], yr[hull])
+    out_d[pos] = _chord(alpha[pos], x[hull], yd[hull])
+    out_r[~pos] = _chord(alpha[~pos], x[hull], yr[hull])
     lowered = max(float(np.max(delta[pos] - out_d[pos], initial=0.0)), float(np.max(r[~pos] - out_r[~pos], initial=0.0)))
     if not lowered <= tolerance:
         raise AccountingError(f"one-step privacy profile: not convex beyond round-off (its convex hull lowers a value "
@@ -111,9 +137,9 @@ def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optiona
 
 
 def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
-            hull_tolerance: float = HULL_TOLERANCE) -> Tuple[np.ndarray, float, float]:
+            tolerance: float = HULL_ROUNDOFF) -> Tuple[np.ndarray, float, float]:
     r"""Dominating discrete P-law on the grid t ("connect the dots") of the lower convex hull of the values read
-    (:func:`hull_profile`, ``hull_tolerance`` its tolerance: the values themselves where they are convex); returns
+    (:func:`hull_profile`, ``tolerance`` its tolerance: the values themselves where they are convex); returns
     (ω, mass at +∞, c).
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
@@ -129,7 +155,7 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
     :func:`pmf_mass_budget` (the sum telescopes to 1 in exact arithmetic); AccountingError otherwise.
     """
     alpha = np.exp(t)
-    delta, r = hull_profile(t, delta, r, alpha, hull_tolerance)
+    delta, r = hull_profile(t, delta, r, alpha, tolerance)
     n = t.size
     da = alpha[:-1] * np.expm1(np.diff(t))
     neg = ~(t >= 0)
@@ -204,7 +230,7 @@ def _log_mgf(seg, direction: str, L0: float) -> Tuple[np.ndarray, float]:
     40001 points of [−L0, L0] (ρ: its mass at +∞)."""
     t = np.linspace(-L0, L0, 40001)
     dl, rr, _, _ = one_step_delta(seg, t, direction)
-    pmf, rho, _ = ctd_pmf(t, dl, rr)
+    pmf, rho, _ = ctd_pmf(t, dl, rr, hull_tolerance(seg))
     nz = pmf > 0  # zero masses contribute nothing to the MGF
     lp, tz = np.log(pmf[nz]), t[nz]
     return logsumexp(lp[None, :] + _LAMBDAS[:, None] * tz[None, :], axis=1), rho
@@ -351,5 +377,5 @@ def step_dprv(seg_key: Tuple, direction: str, t_min: float, t_max: float,
     # CHORD_STRIDE-th point and chords in between (an upper bound: δ is convex in e^t)
     stride = 1 if seg.beta == 2.0 else CHORD_STRIDE
     dl, rr, ks, scores = one_step_delta(seg, t, direction, stride)
-    pmf, rho, c = ctd_pmf(t, dl, rr)
+    pmf, rho, c = ctd_pmf(t, dl, rr, hull_tolerance(seg))
     return pmf, rho, c, (tuple(ks), tuple(scores))
