@@ -490,7 +490,8 @@ def test_product_bound_holds_where_exp_underflows():
     w = np.exp(-np.abs(t))
     w = w / w.sum()
     t_out = 2 * t[0] + h * np.arange(2 * n - 1)
-    om, nu, added, p_extra, q_extra = _tilted_convolve(t, w, t, w, t_out, square=True)
+    q_total = float(np.sum(w * np.exp(-t))) ** 2  # the claimed Q-laws (ω e^{−t}) are not normalized here
+    om, nu, added, p_extra, q_extra = _tilted_convolve(t, w, t, w, t_out, q_total, square=True)
     exact, rel = exact_product_masses(w, w)
     zero = om == 0
     assert 1000 < zero.sum() < om.size
@@ -502,7 +503,6 @@ def test_product_bound_holds_where_exp_underflows():
     assert np.all(nu[zero & (t_out < -745)] > 0)
     assert np.all(nu[nz] >= exact_q[nz] * (1 - rel - 1e-12))
     assert q_extra >= float(np.sum(exact_q[~nz])) and q_extra < 1e-300
-    q_total = float(np.sum(w * np.exp(-t))) ** 2  # the claimed Q-laws (ω e^{−t}) are not normalized here
     assert added < 1e-9 * max(q_total, 1.0)
 
 

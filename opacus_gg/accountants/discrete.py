@@ -190,7 +190,8 @@ class DiscretePair:
             ta, tb = self.ts, other.ts
             t_out = self.t0 + other.t0 + self.h * np.arange(n_out)
         cache = self.__dict__.setdefault("_transforms", {}) if keep_transform else None
-        om, nu, added, p_extra, q_extra = _tilted_convolve(ta, self.omega, tb, other.omega, t_out,
+        q_mass = float(np.sum(self.nu, dtype=np.longdouble) * np.sum(other.nu, dtype=np.longdouble))
+        om, nu, added, p_extra, q_extra = _tilted_convolve(ta, self.omega, tb, other.omega, t_out, q_mass,
                                                            square=other is self, a_cache=cache, wide=wide)
         # 1 − (1 − a)(1 − b) without cancellation (it rounded tiny atoms by ~u, which the powering multiplies by k)
         p_inf = self.p_inf + other.p_inf - self.p_inf * other.p_inf + p_extra
@@ -222,27 +223,24 @@ class DiscretePair:
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
 
 
-def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: Optional[np.ndarray] = None,
-                  unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: np.ndarray,
+                  unit_roundoff: float = UNIT_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""(x, m, κ) row by row: x = w·e^{expo − m} (m the largest log w + expo of the row, 0 for an all-zero row; every
-    entry ≤ 1, entries below the smallest subnormal of the dtype (e^{−745} in float64) flush to 0), and, where
-    ``expo_slack`` is given (every product, Lemma R7), κ with |x_computed − x_exact| ≤ κ·x_exact + the smallest
-    subnormal (2^{−1074} in float64) entry by
+    entry ≤ 1, entries below the smallest subnormal of the dtype (e^{−745} in float64) flush to 0), and κ with
+    |x_computed − x_exact| ≤ κ·x_exact + the smallest subnormal (2^{−1074} in float64) entry by
     entry (the absolute part: subnormal and flushed entries), x_exact = w·e^{λ(t − c) − m} at the exact losses: the
     argument carries ≤ 2u|log w| (log, 1 ulp) + 3u|expo| (``expo`` = λ·(t − c) as computed) + ``expo_slack`` (the
     losses' own rounding, per row) + u|log w + expo| + u|log w + expo − m| ≤ 5u(|log w| + |expo| + |m|) + slack of
-    rounding, exp ≤ 2u relative (8u is used); κ = None otherwise. u = ``unit_roundoff``, that of the arithmetic of
+    rounding, exp ≤ 2u relative (8u is used) (Lemma R7). u = ``unit_roundoff``, that of the arithmetic of
     ``w`` and ``expo`` (float64, or long double in the chains' products, Lemma R8)."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     lw = logw[None, :] + expo
     m = np.max(lw, axis=1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    kappa = None
-    if expo_slack is not None:
-        finite = np.isfinite(logw)
-        arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
-        kappa = np.expm1(8.0 * unit_roundoff * arg + expo_slack + 2.0 * unit_roundoff)
+    finite = np.isfinite(logw)
+    arg = (np.max(np.abs(logw[finite])) if finite.any() else 0.0) + np.max(np.abs(expo), axis=1) + np.abs(m[:, 0])
+    kappa = np.expm1(8.0 * unit_roundoff * arg + expo_slack + 2.0 * unit_roundoff)
     return np.exp(lw - m), m, kappa
 
 
@@ -270,13 +268,14 @@ def count_below(t0: float, h: float, n: int, t: np.ndarray) -> np.ndarray:
     return np.where((j < n) & (t0 + h * j < t), j + 1, j)
 
 
-def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
+def _tilted_convolve(ta, wa, tb, wb, t_out, q_mass: float, square=False, a_cache=None,
                      wide=False) -> Tuple[np.ndarray, np.ndarray, float, float, float]:
     r"""(ω, ν, added, p_extra, q_extra): the P-law ω of the product, its Q-law ν, the mass ``added`` on purpose, and
     the masses to add to the atoms at ±∞. ω ≥ ω_a * ω_b entry by entry and ν = ω e^{−t} (up to the rounding of
     t, as in every stored pair), except where the bound is below float64's smallest normal number:
     there the entry is 0 and 2·10^{−308} goes to ``p_extra`` (``q_extra``). ``added`` ≥ the excess of either law over
-    the exact product's total: the round-off bound put into the masses, scaled
+    the exact product's total (``q_mass``: the product of the factors' Q-law totals): the round-off bound put into
+    the masses, scaled
     away by the normalization and counted in its C (docs/accounting.md, Lemmas R2, R6, R7, R8).
 
     Convolution commutes with exponential tilting, (ω_a e^{λt}) * (ω_b e^{λt}) = (ω_a * ω_b) e^{λt}, so we
@@ -380,12 +379,10 @@ def _tilted_convolve(ta, wa, tb, wb, t_out, square=False, a_cache=None,
         low = law < tiny
         law[low] = 0.0
         extra.append(2.0 * tiny * float(np.count_nonzero(low)))
-    # the excess of each law over the exact product's total (the Q-totals from the inputs' P-laws tilted, as claimed)
+    # the excess of each law over the exact product's total
     ld = np.longdouble
     exact_p = np.sum(wa, dtype=ld) * np.sum(wb, dtype=ld)
-    exact_q = (np.sum(np.asarray(wa, ld) * np.exp(-np.asarray(ta, ld)))
-               * np.sum(np.asarray(wb, ld) * np.exp(-np.asarray(tb, ld))))
-    added = max(float(np.sum(om, dtype=ld) - exact_p), float(np.sum(nu, dtype=ld) - exact_q), 0.0)
+    added = max(float(np.sum(om, dtype=ld) - exact_p), float(np.sum(nu, dtype=ld) - ld(q_mass)), 0.0)
     return om, nu, added + 4.0 * UNIT_ROUNDOFF, extra[0], extra[1]
 
 

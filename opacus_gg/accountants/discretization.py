@@ -23,6 +23,7 @@ from opacus.accountants.analysis.prv import Domain
 from scipy.special import logsumexp
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
+from .discrete import WIDE_DTYPE
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta, pairs_of
 
@@ -87,7 +88,7 @@ def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray) -> np.ndarray:
     x_0) in long double (errs by ≤ 4u_ld(|y_0| + |y_1|): the slope of a steep chord rounded), that bound added, then
     rounded up to float64 (np.interp in float64 fell up to 7.5·10^{−5} relative below a steep chord; a float64 bump
     of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly."""
-    ld = np.longdouble
+    ld = WIDE_DTYPE  # long double where it is IEEE-style (float64 elsewhere: then the bump is float64's)
     u_ld = float(np.finfo(ld).eps) / 2.0
     j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
     x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[j], xh[j + 1], yh[j], yh[j + 1]))
