@@ -42,7 +42,7 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 from opacus_gg.accountants import compute_epsilon
 from opacus_gg.accountants.api import _compose_tight, _validate_errors, ball_table_epsilon
-from opacus_gg.accountants.ball_prv import TABLE_P_MAX, TableSpec, ball_table, table_applies
+from opacus_gg.accountants.ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from opacus_gg.accountants.history import PairSegment, normalize_history
 from opacus_gg.accountants.spreads import exact_spread_pair, spread_cover
 from opacus_gg.accountants.table_cache import CACHE_ENV
@@ -82,13 +82,15 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {line}"
 
 
-def run(s: Setting, spec: TableSpec, built: set) -> dict:
-    """One row: build (or reuse) the table of (β, p, σ), then the table's ε and the reports."""
+def run(s: Setting, refine_to: Optional[float], built: set) -> dict:
+    """One row: build (or reuse) the table of (β, p, σ) at the API's spec for p (``refine_to`` replaced where
+    given), then the table's ε and the reports."""
     row = {"setting": s}
+    spec = default_spec(s.p) if refine_to is None else dataclasses.replace(default_spec(s.p), refine_to=refine_to)
     key = (s.beta, s.p, s.sigma)
     if not table_applies(s.p, None):
         row["skipped"] = (f"no table: clip_norm_p > TABLE_P_MAX = {TABLE_P_MAX} (the table loses to the Rényi bound "
-                          "there; see ball_table_results.md for the measured p = 1.8 and 2 rows)")
+                          "there; see ball_table_results.md for the measured p = 2 rows)")
         return row
     try:
         tab = ball_table(1.0 / s.sigma, s.beta, s.p, spec)
@@ -230,8 +232,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--at", type=_at, nargs="+", metavar="Q,T,D",
                     help="sampling rate, steps, dim (default: 0.01,1000,2410 and 0.001,1e5,1e6)")
     ap.add_argument("--delta", type=float, default=1e-5)
-    ap.add_argument("--refine-to", type=float, default=TableSpec.refine_to,
-                    help="TableSpec.refine_to: σ < 1 refines the cells by min(1/σ, this) (default %(default)s)")
+    ap.add_argument("--refine-to", type=float, default=None,
+                    help="TableSpec.refine_to: σ < 1 refines the cells by min(1/σ, this) (default: the spec's, "
+                         f"{TableSpec.refine_to})")
     ap.add_argument("--spreads", action="store_true",
                     help="no tables: the worst sampled exact equal spread against the cover's PRV and the Rényi bound")
     args = ap.parse_args(argv)
@@ -251,16 +254,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         for s in settings:
             print_sweep(s)
         return
-    spec = TableSpec(refine_to=args.refine_to)
-    shown = {**dataclasses.asdict(spec), "orders": f"{min(spec.orders)}..{max(spec.orders)}"}
-    print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec {shown}; table eps = max over "
-          f"remove/add; peak RSS before any table {_peak_mib():.0f} MiB")
+    specs = sorted({default_spec(s.p) for s in settings}, key=lambda sp: sp.mass_split)
+    shown = [{**dataclasses.asdict(sp), "orders": f"{min(sp.orders)}..{max(sp.orders)}"} for sp in specs]
+    print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec (default_spec(p)) {shown}, refine_to "
+          f"{args.refine_to or 'default'}; table eps = max over remove/add; peak RSS before any table "
+          f"{_peak_mib():.0f} MiB")
     print("| beta | p | sigma | q | T | d | delta | table | eq-spread | eq-lower | 1-coord lower | renyi | published |"
           " table/eq | renyi/eq | build s | states | C | peak MiB | eps s |")
     print("|" + "---|" * 20)
     built: set = set()
     for s in settings:
-        print_row(run(s, spec, built))
+        print_row(run(s, args.refine_to, built))
         sys.stdout.flush()
 
 

@@ -26,8 +26,9 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (Swapped, TableSpec, _Grid, _lattice, ball_table,
-                                            base_log_moment_rates, base_pair, build_table, envelope_pair, loss_grid)
+from opacus_gg.accountants.ball_prv import (NEAR_TWO_SPEC, Swapped, TableSpec, _Grid, _lattice, ball_table,
+                                            base_gaussian_rate, base_log_moment_rates, base_pair, build_table,
+                                            default_spec, envelope_pair, loss_grid, table_applies)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.discretization import lower_hull
 from opacus_gg.accountants.composition import compose_history
@@ -160,6 +161,18 @@ def test_grid_read_gives_exactly_the_pairs_own_curves():
         assert np.array_equal(b, np.clip(pr.h_qp(np.exp(-t[t < 0])), 0.0, 1.0))
 
 
+def test_default_spec_is_finer_in_mass_near_p_two_and_tables_stop_at_p_max():
+    assert default_spec(1.2) == default_spec(1.6) == TableSpec() and TableSpec().mass_split == 1
+    assert default_spec(1.7) == default_spec(1.8) == NEAR_TWO_SPEC and NEAR_TWO_SPEC.mass_split > 1
+    assert table_applies(1.8, None) and not table_applies(1.81, None) and not table_applies(1.5, 2.0)
+    for bad in (0, 2.0, -1):
+        with pytest.raises(ValueError, match="mass_split"):
+            TableSpec(mass_split=bad)
+    # the mass step is a_0^p / mass_split: more states, each recursion still lowers the mass index
+    coarse, fine = (build_table(0.5, 1.8, 1.8, dataclasses.replace(TINY, mass_split=k)) for k in (1, 4))
+    assert fine.states > 3 * coarse.states
+
+
 def test_table_spec_refines_the_base_cell_and_the_low_ratio_for_sigma_below_one_only():
     spec = TableSpec()
     for m in (0.25, 0.5, 1.0):  # σ ≥ 1: the spec's own cells (the same lattice, relative to m, as before)
@@ -180,11 +193,12 @@ def test_table_spec_refines_the_base_cell_and_the_low_ratio_for_sigma_below_one_
 # ---- the table's top pair -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("beta,p", [(1.5, 1.5), (1.2, 1.2), (3.0, 1.5), (1.2, 1.5)])
-def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations(beta, p):
-    """β = p, and β ≠ p (β > 2 included: Lemmas T1–T4 use only the noise's log-concavity and symmetry)."""
+@pytest.mark.parametrize("beta,p,split", [(1.5, 1.5, 1), (1.2, 1.2, 1), (3.0, 1.5, 1), (1.2, 1.5, 1), (1.8, 1.8, 4)])
+def test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations(beta, p, split):
+    """β = p, and β ≠ p (β > 2 included: Lemmas T1–T4 use only the noise's log-concavity and symmetry); a finer
+    mass grid (``mass_split``, the spec near p = 2) with the Gaussian Base (Lemma N)."""
     m = 0.5
-    tab = ball_table(m, beta, p, TINY)
+    tab = ball_table(m, beta, p, dataclasses.replace(TINY, mass_split=split))
     env = _sym(tab.top, ALPHAS)
     shrink = 1.0 - tab.roundoff  # Lemma T4: the table's curves are ≥ (1 − C)·those of an exact dominating pair
     assert 0 <= tab.roundoff < 1e-6
@@ -227,15 +241,22 @@ def test_every_product_of_the_table_is_above_the_exact_product_entry_by_entry(mo
     assert 0.0 <= tab.roundoff < 1e-9
 
 
-def test_base_pair_dominates_shapes_of_many_small_coordinates():
-    """Lemma T3 beyond d ≤ 3: the Rényi-set Base pair of p-mass R and cap a_0 is above one coordinate's exact curves
-    and, one step without subsampling, its ε is above the oracle's rigorous lower bound for k equal coordinates
-    ≤ a_0 of total p-mass ≤ R (k up to 60, where the composition's brute force does not reach)."""
-    beta = p = 1.5
-    a0, R = 0.1, 6 * 0.1 ** 1.5
+@pytest.mark.parametrize("beta,p,gauss", [(1.5, 1.5, False), (1.5, 1.5, True), (1.8, 1.8, True)])
+def test_base_pair_dominates_shapes_of_many_small_coordinates(beta, p, gauss):
+    """Lemma T3 beyond d ≤ 3: the Base pair of p-mass R and cap a_0 (Rényi-set, or with ``gauss`` the smaller of it
+    and the Gaussian of Lemma N) is above one coordinate's exact curves and, one step without subsampling, its ε is
+    above the oracle's rigorous lower bound for k equal coordinates ≤ a_0 of total p-mass ≤ R (k up to 60, where the
+    composition's brute force does not reach). With the Gaussian it is below the Rényi-set Base everywhere, and
+    strictly somewhere."""
+    a0, R = 0.1, 6 * 0.1 ** p
     rates = base_log_moment_rates(a0, beta, p, ORDERS)
-    base, c = base_pair(R, rates, ORDERS, loss_grid(1.0, TableSpec(h=0.005, half_width=8.0)))
+    t = loss_grid(1.0, TableSpec(h=0.005, half_width=8.0))
+    base, c = base_pair(R, rates, ORDERS, t, gauss_rate=base_gaussian_rate(a0, beta, p) if gauss else None)
     assert 0 <= c < 1e-6
+    if gauss:
+        renyi, c_r = base_pair(R, rates, ORDERS, t)
+        assert _le(base.h_pq(ALPHAS), renyi.h_pq(ALPHAS) / (1 - c_r))
+        assert np.any(base.h_pq(ALPHAS) < 0.9 * renyi.h_pq(ALPHAS))
     for a in np.linspace(0.01, a0, 6):
         g = GGPair(float(a), beta)
         assert _le((1 - c) * g.h_pq(ALPHAS), base.h_pq(ALPHAS)) and _le((1 - c) * g.h_qp(ALPHAS), base.h_qp(ALPHAS))
@@ -455,10 +476,10 @@ def test_table_one_step_epsilon_is_above_the_lower_bound_oracle_for_every_shape_
 
 @pytest.mark.slow
 def test_default_table_is_within_two_percent_of_the_worst_equal_spread_at_the_quickstart_setting():
-    """The issue's target at β = p = 1.5, σ = 1, d = 2410, q = 0.01, T = 1000, δ = 1e-5 (measured 1.2893 vs
+    """The issue's target at β = p = 1.5, σ = 1, d = 2410, q = 0.01, T = 1000, δ = 1e-5 (measured 1.2890 vs
     equal-spread PRV 1.2799); builds the default table (~110 s on one core)."""
     kw = dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=1.5, dim=2410, clip_norm_p=1.5)
-    assert api.TABLE_SPEC == TableSpec()
+    assert api.TABLE_SPEC is None and default_spec(1.5) == TableSpec()
     rep = compute_epsilon(**kw, ball_bound="table")
     spreads = rep.epsilon_upper
     assert rep.method == "prv_table" and rep.epsilon == rep.details["epsilon_ball_table"]

@@ -29,26 +29,28 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
-from .ball_prv import TableSpec, ball_table, table_applies
+from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
 from .checks import AccountingError
 from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
+from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .history import PairSegment, Segment, normalize_history
 from .report import EpsilonReport
 from .shapes import is_certified
 
 __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history", "compute_delta",
-           "ball_table_epsilon", "BALL_BOUNDS"]
+           "ball_table_epsilon", "gaussian_dominated_history", "BALL_BOUNDS"]
 
 MODES = ("certified", "paper")
 #: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
 #: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`; fast) or "table" (the smaller of that and the PRV of the
-#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.6; one table per (β, p, σ), 35–95 s each at σ ≥ 1, 2–10 min at
-#: σ = 0.5, kept per process and on disk, :mod:`.table_cache`)
+#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8; one table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6,
+#: 2–10 min at σ = 0.5 or p = 1.8, kept per process and on disk, :mod:`.table_cache`)
 BALL_BOUNDS = ("renyi", "table")
-#: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`)
-TABLE_SPEC = TableSpec()
+#: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`); None: the default
+#: for each segment's p (:func:`.ball_prv.default_spec`)
+TABLE_SPEC: Optional[TableSpec] = None
 
 
 def validate_ball_bound(ball_bound: str) -> str:
@@ -98,7 +100,7 @@ def compute_epsilon_history(
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
     (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
-    (:mod:`.ball_prv`, p ≤ 1.6) and publishes the smaller proven ε (method "prv_table" where the table wins).
+    (:mod:`.ball_prv`, p ≤ 1.8) and publishes the smaller proven ε (method "prv_table" where the table wins).
     """
     delta = validate_delta(delta)
     if mode not in MODES:
@@ -131,6 +133,8 @@ def compute_epsilon_history(
             results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
     except PRV_OUT_OF_RANGE as e:  # also "epsilon is too large to bound": the Rényi bound may still be finite
         report = _rdp_only_report(segs, delta, e, prv_published=not uncertified)
+        if uncertified:
+            report = _with_gaussian_domination(report, segs, delta, eps_error, delta_error)
         if uncertified and ball_bound == "table":
             report = _with_ball_table(report, segs, delta, eps_error, delta_error)
         return report
@@ -165,22 +169,85 @@ def compute_epsilon_history(
     # the equal-spread PRV ε beside it (docs/accounting.md, "Every shift: the Rényi bound over the ℓp ball")
     if uncertified:
         rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
-        report = combine(report, rdp_eps, rdp_order)
+        report = _with_gaussian_domination(combine(report, rdp_eps, rdp_order), segs, delta, eps_error, delta_error)
         if ball_bound == "table":
             report = _with_ball_table(report, segs, delta, eps_error, delta_error)
     return report
 
 
-def _ball_table_segments(segs: Sequence[Segment], spec: TableSpec) -> Optional[list]:
+#: the Gaussian of Lemma N is composed only where its own Rényi bound is at most this factor above the Rényi bound
+#: over the ball (its PRV ε is then below its Rényi ε by the RDP → (ε, δ) conversion's loss, 5–15 % measured):
+#: elsewhere it cannot win, and its PRV would cost as much as Opacus's. A cost gate, never a soundness one
+GAUSS_DOMINATION_GATE = 1.3
+
+
+def gaussian_dominated_history(segs: Sequence[Segment]) -> Optional[list]:
+    r"""Every segment replaced by one Gaussian coordinate that dominates its whole ℓp ball (Lemma N, 1 ≤ β ≤ 2):
+    noise multiplier 1/(κ_β·‖μ‖_2 max), ‖μ‖_2 ≤ r/σ with r = 1 for p ≤ 2 and d^{1/2 − 1/p} for p > 2, and with a
+    count coordinate (shift 1/σ_c) ‖(μ, 1/σ_c)‖_2; β = 2, d = 1. Rounded so the shift only grows. None where a
+    segment has β > 2 (the lemma fails there)."""
+    out = []
+    for s in segs:
+        if not gaussian_domination_applies(s.beta):
+            return None
+        p = s.clip_norm_p
+        r = 1.0 if p <= 2.0 else math.exp((0.5 - 1.0 / p) * math.log(s.dim)) * (1.0 + 1e-12)
+        shift = r / s.noise_multiplier
+        if s.count_shift is not None:
+            shift = math.hypot(shift, s.count_shift)
+        shift *= gaussian_domination_constant(s.beta) * (1.0 + 1e-12)
+        out.append(Segment(1.0 / shift * (1.0 - 1e-12), s.sample_rate, s.steps, 2.0, 1, 2.0))
+    return out
+
+
+def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps: float, eps_error: float,
+                                 delta_error: float) -> Tuple[Optional[float], str]:
+    """(ε, note): the PRV ε of :func:`gaussian_dominated_history` (proven for every shift, any d), or None with
+    the reason where Lemma N does not apply, the cost gate (:data:`GAUSS_DOMINATION_GATE`) skips it, or its PRV
+    is out of range (the Rényi bound is published then; nothing is lost)."""
+    gauss = gaussian_dominated_history(segs)
+    if gauss is None:
+        return None, "not applicable: beta > 2"
+    with np.errstate(all="ignore"):
+        gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
+    if not gauss_rdp <= GAUSS_DOMINATION_GATE * rdp_eps:
+        return None, f"skipped: its Rényi bound {gauss_rdp:.4g} is above {GAUSS_DOMINATION_GATE} x the ball's"
+    try:
+        with _quiet_floats():
+            return max(_compose_tight(gauss, delta, d, eps_error, delta_error).epsilon_upper
+                       for d in ("remove", "add")), "composed"
+    except PRV_OUT_OF_RANGE as e:
+        return None, "PRV out of range: " + (str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], delta: float, eps_error: float,
+                              delta_error: float) -> EpsilonReport:
+    """The report with the Gaussian-domination ε (Lemma N) published where it is below the Rényi bound (both
+    proven; method "prv_gaussian")."""
+    eps, note = _gaussian_domination_epsilon(segs, delta, report.details.get("epsilon_rdp", report.epsilon),
+                                             eps_error, delta_error)
+    details = {**report.details, "gaussian_domination": note}
+    if eps is None:
+        return dataclasses.replace(report, details=details)
+    details["epsilon_gaussian_domination"] = eps
+    if not eps < report.epsilon:
+        return dataclasses.replace(report, details=details)
+    spreads = report.epsilon_upper
+    return dataclasses.replace(report, epsilon=eps, method="prv_gaussian", details=details,
+                               epsilon_equal_spreads=spreads if spreads < eps else None)
+
+
+def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> Optional[list]:
     """The history with every segment the PRV does not certify replaced by its ball table's pair
-    (:class:`.history.PairSegment`, round-off C attached); None where a segment is outside the table (p > 1.6, a
-    count query)."""
+    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p);
+    None where a segment is outside the table (p > 1.8, a count query)."""
     out = []
     for s in segs:
         if is_certified(s.beta, s.dim, s.clip_norm_p):
             out.append(s)
         elif table_applies(s.clip_norm_p, s.count_noise_multiplier):
-            tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p, spec)
+            tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p,
+                             default_spec(s.clip_norm_p) if spec is None else spec)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         else:
             return None
@@ -188,7 +255,7 @@ def _ball_table_segments(segs: Sequence[Segment], spec: TableSpec) -> Optional[l
 
 
 def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: float = 0.01,
-                       delta_error: Optional[float] = None, spec: TableSpec = TableSpec()):
+                       delta_error: Optional[float] = None, spec: Optional[TableSpec] = None):
     r"""({direction: ε_upper}) of the PRV composition of the ball tables' pairs (docs/accounting.md, Lemmas T1–T4):
     a proven upper bound for every shift in the ℓp ball, any d; None where a segment is outside the table."""
     delta = validate_delta(delta)
@@ -199,22 +266,22 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
     return {d: _compose_tight(pair_segs, delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add")}
 
 
-#: what ``ball_bound="table"`` says where it cannot help (the Rényi bound is then published)
-_TABLE_OUT_OF_SCOPE = ("ball_bound='table' covers clip_norm_p <= 1.6 without a count query (adaptive clipping; "
-                       "nearer p = 2 the table is looser than the Rényi bound); the published epsilon is the Rényi "
-                       "bound")
+#: what ``ball_bound="table"`` says where it cannot help (the default proven bound is then published)
+_TABLE_OUT_OF_SCOPE = (f"ball_bound='table' covers clip_norm_p <= {TABLE_P_MAX} without a count query (adaptive "
+                       "clipping; nearer p = 2 the table is looser than the Rényi bound); the published epsilon is the "
+                       "default proven bound (Rényi, or the dominating Gaussian's where smaller)")
 
 
 def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float):
     """:func:`ball_table_epsilon`, or None with a one-line warning where it is out of scope or its numerics fail
-    (the Rényi bound is then published)."""
+    (the default proven bound is then published)."""
     try:
         with _quiet_floats():
             by_dir = ball_table_epsilon(segs, delta, eps_error=eps_error, delta_error=delta_error, spec=TABLE_SPEC)
     except PRV_OUT_OF_RANGE as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         warnings.warn(f"ball_bound='table': the ball table's PRV could not certify its numerics ({reason}); the "
-                      "published epsilon is the Rényi bound", UserWarning, stacklevel=4)
+                      "published epsilon is the default proven bound", UserWarning, stacklevel=4)
         return None
     if by_dir is None:
         warnings.warn(_TABLE_OUT_OF_SCOPE, UserWarning, stacklevel=4)
@@ -322,6 +389,9 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         return compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error,
                                        delta_error=delta_error).epsilon
     eps = rdp_ball_epsilon(segs, delta)[0]
+    gauss = _gaussian_domination_epsilon(segs, delta, eps, eps_error, delta_error)[0]
+    if gauss is not None:
+        eps = min(eps, gauss)
     if ball_bound == "table":
         by_dir = _table_or_none(segs, delta, eps_error, delta_error)
         if by_dir is not None:
@@ -398,8 +468,8 @@ def compute_delta(
     eps_error: float = 0.01,
 ) -> float:
     r"""Proven upper bound on δ(ε): max over add/remove of the dominating composed δ (+ tail slack) where the
-    PRV covers every shift (β = 2, d = 1, p = ∞), else the Rényi bound over the ℓp ball
-    (:func:`.ball_rdp.rdp_ball_delta`).
+    PRV covers every shift (β = 2, d = 1, p = ∞), else the smaller of the Rényi bound over the ℓp ball
+    (:func:`.ball_rdp.rdp_ball_delta`) and, for β ≤ 2, the PRV δ of :func:`gaussian_dominated_history`.
 
     ``dim`` is required unless β = 2 with p ≤ 2 (as in :func:`compute_epsilon`).
     σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
@@ -413,6 +483,15 @@ def compute_delta(
     if is_full_batch_gaussian(segs):  # the exact δ(ε) of one Gaussian pair, rounded up (:mod:`.full_batch`)
         return gaussian_delta_upper(full_batch_shift(segs), epsilon)
     if not all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
-        # the PRV covers equal spreads only: publish the proven bound over every shift in the ℓp ball
-        return rdp_ball_delta(segs, epsilon)
+        # the PRV covers equal spreads only: publish the smaller proven bound over every shift in the ℓp ball, the
+        # Rényi bound or (β ≤ 2) the dominating Gaussian's PRV (Lemma N)
+        rdp = rdp_ball_delta(segs, epsilon)
+        gauss = gaussian_dominated_history(segs)
+        if gauss is None:
+            return rdp
+        try:
+            with _quiet_floats():
+                return min(rdp, max(compose_delta(gauss, epsilon, d, eps_error=eps_error) for d in ("remove", "add")))
+        except PRV_OUT_OF_RANGE:
+            return rdp
     return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))

@@ -13,16 +13,16 @@ p-mass grid R_i = i·ΔR (ΔR < a_0^p, R_N ≥ m^p). Split on the cell (a_{j−1
     E(R_i, a_j) = E(R_i, a_{j−1})                                                           otherwise
 
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
-curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair
-(Lemma T3). The computed pairs carry the connect-the-dots round-off: each state records C with
+curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
+and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N (Lemma T3). The computed pairs carry the connect-the-dots round-off: each state records C with
 δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
 symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
 pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact
 ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5).
 
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
-lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s (p = 1.8:
-147k, 8 min, and p = 2: 307k, 16 min, before the speed-up); at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
+lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s; p = 1.8
+(:data:`NEAR_TWO_SPEC`): 65k, 4.5–5 min on a loaded machine; at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
 p = 1.5: 231k, 8.5–10 min on a loaded machine; under 0.2 GB. The top pairs are kept for the process
 (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and
 library version.
@@ -44,10 +44,11 @@ from .ball_rdp import log_moment_uppers, quadratic_coefficient
 from .checks import AccountingError, check_finite
 from .discrete import DiscretePair, count_below, first_above
 from .discretization import ctd_pmf
+from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .gg_pair import GGPair, _safe_log
 
 __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_log_moment_rates",
-           "build_table", "ball_table", "table_applies", "loss_grid"]
+           "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid", "default_spec", "NEAR_TWO_SPEC"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ class TableSpec:
     r"""Resolution of a ball table, relative to m = 1/σ (one spec means the same work at every σ ≥ 1).
 
     Lattice: ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, down to a_0 ≤ ``a0``·m; loss grid:
-    step ``h``·m on [−``half_width``·m, ``half_width``·m]; Base: Rényi orders ``orders``. For m > 1 (σ < 1) the Base
+    step ``h``·m on [−``half_width``·m, ``half_width``·m]; p-mass step ΔR < a_0^p/``mass_split``; Base: Rényi
+    orders ``orders`` (and, for β ≤ 2, the Gaussian of Lemma N). For m > 1 (σ < 1) the Base
     cell ``a0`` and the low cells' ``ratio_low`` − 1 are divided by min(m, ``refine_to``) (:meth:`cells`): at a
     fixed relative resolution the excess over the worst shape grows with m (σ = 0.5, β = p = 1.5: up to 7 %, set by
     the small coordinates of the rest beside a large one: a0, ratio_low and the mass step ΔR < a_0^p), and the cost
@@ -71,6 +73,7 @@ class TableSpec:
     half_width: float = 10.0
     orders: Tuple[int, ...] = tuple(range(2, 65))
     refine_to: float = 2.0
+    mass_split: int = 1
 
     def cells(self, m: float) -> Tuple[float, float]:
         """(a0, ratio_low) used at m: the spec's where min(m, refine_to) ≤ 1; a0/f and 1 + (ratio_low − 1)/f with
@@ -87,19 +90,36 @@ class TableSpec:
             raise ValueError(f"ratio_low and ratio_high must be > 1, got {self.ratio_low}, {self.ratio_high}")
         if not (0.0 < self.high_from <= 1.0 and self.a0 < 1.0):
             raise ValueError(f"high_from must be in (0, 1] and a0 < 1, got {self.high_from}, {self.a0}")
+        if not (isinstance(self.mass_split, int) and not isinstance(self.mass_split, bool) and self.mass_split >= 1):
+            raise ValueError(f"mass_split must be an integer >= 1, got {self.mass_split!r}")
         if not self.orders or min(self.orders) < 2:
             raise ValueError(f"orders must be integers ≥ 2, got {self.orders!r}")
 
 
 #: the API builds tables for clip_norm_p ≤ this only. The table is valid for every p ≤ 2 (:func:`build_table`), but
-#: near p = 2 its Base is RDP-level on near-Gaussian shapes and the table loses to the Rényi bound, at a high cost
-#: (measured, σ = 1: β = p = 1.8 +8–12 % in 8 min; β = 1.5, p = 2 about 2× in 16 min; p ≤ 1.5: −9 %, ≤ 2 min)
-TABLE_P_MAX = 1.6
+#: at p = 2 the worst shapes are many small coordinates, which the Base bounds by the Gaussian of Lemma N (κ_β/√I_β
+#: too large below β ≈ 1.9) or at RDP level, and the table loses to the Rényi bound (measured, σ = 1, NEAR_TWO_SPEC:
+#: β = 1.8, p = 2: 2.18 / 1.91 against 1.69 at d = 10⁶; before Lemma N, β = 1.5, p = 2: about 2×, 16 min)
+TABLE_P_MAX = 1.8
+#: above this p the default spec is :data:`NEAR_TWO_SPEC`
+FINE_MASS_FROM_P = 1.6
+#: the default spec for FINE_MASS_FROM_P < p ≤ TABLE_P_MAX: near p = 2 much of the p-mass can sit in many mid-size
+#: coordinates, each of which the recursion charges a_{j−1}^p rounded up to the mass grid, so the grid must be finer
+#: than a_0^p; with the Gaussian Base (Lemma N) a coarser a_0 does (measured, β = p = 1.8, σ = 1: a_0 = 0.06m with
+#: ΔR < a_0^p gave 2.17 at the quickstart, with ΔR < a_0^p/4 1.552, against the equal-spread PRV 1.526;
+#: benchmarks/ball_table_results.md)
+NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
+
+
+def default_spec(clip_norm_p: float) -> TableSpec:
+    """The spec ``ball_bound="table"`` builds at ``clip_norm_p``: TableSpec() up to :data:`FINE_MASS_FROM_P`,
+    :data:`NEAR_TWO_SPEC` above."""
+    return TableSpec() if clip_norm_p <= FINE_MASS_FROM_P else NEAR_TWO_SPEC
 
 
 def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
     """Whether ``ball_bound="table"`` builds a table for a segment (any β ≥ 1): p ≤ :data:`TABLE_P_MAX` (the Base
-    needs p ≤ 2, Σμ² ≤ a_0^{2−p}·R; above 1.6 it does not pay) and no count coordinate."""
+    needs p ≤ 2, Σμ² ≤ a_0^{2−p}·R; nearer 2 it does not pay) and no count coordinate."""
     return clip_norm_p <= TABLE_P_MAX and count_noise_multiplier is None
 
 
@@ -215,12 +235,24 @@ def base_log_moment_rates(a0: float, beta: float, p: float, orders: Sequence[int
     return out
 
 
+def base_gaussian_rate(a0: float, beta: float, p: float) -> Optional[float]:
+    r"""s with every shift of coordinates ≤ a0 and p-mass ≤ R dominated by N(s·√R) (Lemma N, 1 ≤ β ≤ 2, p ≤ 2):
+    Σμ_i² ≤ a0^{2−p}·Σμ_i^p ≤ a0^{2−p}·R, so s = κ_β·a0^{1−p/2}, rounded up; None for β > 2."""
+    if not gaussian_domination_applies(beta):
+        return None
+    if not 1.0 <= p <= 2.0:
+        raise ValueError(f"base_gaussian_rate: clip_norm_p must be in [1, 2], got {p}")
+    return gaussian_domination_constant(beta) * a0 ** (1.0 - p / 2.0) * (1.0 + 1e-12)
+
+
 def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
-              grid: Optional[_Grid] = None) -> Tuple[DiscretePair, float]:
+              grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None) -> Tuple[DiscretePair, float]:
     r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
     ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}) (from (x − α)_+ ≤
-    x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); the lower convex hull of those values
-    (and (0, 1)) is ≥ every member's convex curve and is realized by connect the dots."""
+    x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); with ``gauss_rate`` s
+    (:func:`base_gaussian_rate`) also H_α ≤ H_α(N(s√R)‖N(0)) (Lemma N; both pairs symmetric, so r likewise). The
+    lower convex hull of the smaller values (and (0, 1)) is ≥ every member's convex curve and is realized by
+    connect the dots."""
     if not R > 0:
         raise ValueError(f"base_pair: the p-mass R must be > 0, got {R}")
     j = np.asarray(orders, dtype=np.float64)[:, None]
@@ -231,7 +263,12 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
         return np.minimum(np.exp(np.min(S + logc - (j - 1) * log_alpha[None, :], axis=0)), 1.0)
 
     g = _Grid(t) if grid is None else grid
-    return _hull_pair(g, U(t[g.pos]), g.e_neg * U(-t[~g.pos]))
+    d_pos, h_neg = U(t[g.pos]), U(-t[~g.pos])
+    if gauss_rate is not None:
+        gauss = GGPair(gauss_rate * math.sqrt(R) * (1.0 + 1e-15), 2.0)  # GG(2, 1) = N(0, 1); √R rounded up
+        d_pos = np.minimum(d_pos, gauss.h_pq(g.a_pos))
+        h_neg = np.minimum(h_neg, gauss.h_qp(g.a_inv))
+    return _hull_pair(g, d_pos, g.e_neg * h_neg)
 
 
 @dataclass
@@ -275,15 +312,18 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
     t = loss_grid(m, spec)
     lat = _lattice(m, spec)
     r_top = m ** p
-    d_r = lat[0] ** p * (1.0 - 1e-9)  # < a_0^p (a_j^p rounded down below): every recursion lowers the mass index
+    d_r = lat[0] ** p * (1.0 - 1e-9) / spec.mass_split  # < a_0^p (a_j^p rounded down below): every recursion
+    # lowers the mass index
     n_r = int(math.ceil(r_top / d_r))
     d_r = r_top / n_r * (1.0 + 1e-15)  # R_i = i·ΔR, R_N ≥ m^p (checked)
     if not n_r * d_r >= r_top:
         raise AccountingError("ball table: the p-mass grid does not reach m^p")
     low = lat ** p * (1.0 - 1e-10)  # a_j^p rounded down: the rest's mass R − a_{j−1}^p is rounded up
     rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
+    g_rate = base_gaussian_rate(float(lat[0]), beta, p)
     grid = _Grid(t)
-    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid) for i in range(1, n_r + 1)]  # (pair, C)
+    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid, g_rate)
+                           for i in range(1, n_r + 1)]  # (pair, C)
     states = n_r
     for jj in range(1, lat.size):
         gg = envelope_pair([GGPair(float(lat[jj]), beta)], t, grid)

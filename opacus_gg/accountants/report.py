@@ -28,11 +28,15 @@ SCOPE_TEXT: Dict[str, str] = {
     "shuffled": "NOT a guarantee (shuffled batches)",
     "estimate": "estimate, NOT a guarantee",
 }
+#: the proven bounds over the whole ℓp ball that a report may carry in ``details`` (name, key), as printed
+PROVEN_BOUNDS = (("ball table", "epsilon_ball_table"), ("dominating Gaussian", "epsilon_gaussian_domination"),
+                 ("Rényi", "epsilon_rdp"))
 #: what produced a report's published ε (``EpsilonReport.method``), as printed beside it
 METHOD_TEXT: Dict[str, str] = {
     "prv": "GG accountant: PRV",
     "rdp": "GG accountant: Rényi bound over the ℓp ball",
     "prv_table": "GG accountant: PRV of the ball table (every shift of the ℓp ball)",
+    "prv_gaussian": "GG accountant: PRV of the dominating Gaussian (every shift of the ℓp ball, Lemma N)",
     "paper": "paper mode: sampled one-hot PRV",
     "gaussian": "GG accountant: full-batch Gaussian closed form",
 }
@@ -114,9 +118,10 @@ class EpsilonReport:
         lines = []
         if self.epsilon_equal_spreads is not None:
             lines.append(f"  also: {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}")
-        if "epsilon_ball_table" in self.details:  # ball_bound="table": both proven bounds, the smaller published
-            lines.append(f"  proven bounds: ball table {fmt_up(self.details['epsilon_ball_table'], digits)}, Rényi "
-                         f"{fmt_up(self.details['epsilon_rdp'], digits)} (the smaller is published)")
+        bounds = [f"{name} {fmt_up(self.details[key], digits)}" for name, key in PROVEN_BOUNDS if key in self.details]
+        if len(bounds) > 1:  # several proven bounds over the ball (ball table, Gaussian, Rényi): the least published
+            lines.append(f"  proven bounds: {', '.join(bounds)} (the {'smaller' if len(bounds) == 2 else 'smallest'} "
+                         "is published)")
         if self.method == "gaussian":  # no grid: the exact ε rounded up (accountants.full_batch)
             mu = self.details.get("gaussian_mu")
             lines.append(f"  the composition is one Gaussian pair, mu = {mu:.6g}: exact epsilon, rounded up")

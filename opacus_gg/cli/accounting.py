@@ -67,7 +67,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     if args.mode == "paper" and args.n_samples < 1000:
         raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
     from ..accountants import compute_epsilon
-    from ..accountants.report import scope_fields
+    from ..accountants.report import PROVEN_BOUNDS, scope_fields
 
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
     try:
@@ -79,8 +79,9 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
         out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
                "worst_direction": rep.direction, "worst_shape_k": rep.shape_k,
                "noise_multiplier": args.noise_multiplier, **kw}
-        if "epsilon_ball_table" in rep.details:  # --ball-bound table: both proven bounds
-            out.update(epsilon_ball_table=rep.details["epsilon_ball_table"], epsilon_rdp=rep.details["epsilon_rdp"])
+        computed = {key: rep.details[key] for _, key in PROVEN_BOUNDS if key in rep.details}
+        if len(computed) > 1:  # several proven bounds over the ball (ball table, Gaussian, Rényi): the least published
+            out.update(computed)
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
         print(dumps_json(out))
@@ -188,8 +189,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
                    help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
-                        "renyi (fast) or table (the smaller of it and the PRV of the ball table, p ≤ 1.6: tighter, "
-                        "35 s–10 min per σ, once: kept on disk, see OPACUS_GG_CACHE)")
+                        "renyi (fast) or table (the smaller of it and the PRV of the ball table, p ≤ 1.8: "
+                        "tighter, 35 s–10 min per σ, once: kept on disk, see OPACUS_GG_CACHE)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
                    help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
                         "one-hot sampled PRV, an estimate")
