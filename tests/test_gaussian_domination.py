@@ -1,11 +1,12 @@
 """Lemma N (:mod:`opacus_gg.accountants.gaussian_domination`, docs/accounting.md): a GG(β, 1) coordinate shifted by
 a is dominated by N(κ_β·a, 1) for 1 ≤ β ≤ 2, κ_β = f(0)·√(2π); hence every shift μ by N(κ_β‖μ‖_2).
 
-Each step of the proof is checked on its own, against references that share no code with the library (scipy.stats
+Each step of the proof is checked on its own. Against references that share no code with the library (scipy.stats
 gennorm / norm, mpmath): the constant; the gamma-shape order Q(1/β, y) ≥ Q(1/2, y) (property test); the slope of the
-transport map g = Φ^{−1}∘F is largest at 0; the trade-off curves of the threshold tests are ordered; the hockey-stick
-curves of one coordinate (the library's exact curves) and of two (quadrature) are below the Gaussian's; the constant
-cannot be lowered (the curves cross at 2 % less); the lemma is refused for β > 2, where it is false.
+transport map g = Φ^{−1}∘F is largest at 0; the trade-off curves of the threshold tests are ordered. Then the
+hockey-stick curves of one coordinate (the library's exact curves, ``GGPair``) and of two (quadrature) are below the
+Gaussian's closed form (scipy); the constant cannot be lowered (the curves cross at 2 % less); the lemma is refused for
+β > 2, where it is false. Last, the accountant: the dominating Gaussian published where smaller, on every path.
 """
 
 from __future__ import annotations
@@ -88,13 +89,19 @@ def _alphas(a: float) -> np.ndarray:
     return np.exp(np.concatenate([np.linspace(0.0, 6.0 * a + 1e-3, 200), np.linspace(0.0, 30.0, 61)]))
 
 
+def _gauss_h(mu: float, alphas: np.ndarray) -> np.ndarray:
+    """H_α(N(μ, 1)‖N(0, 1)) = Φ(−ε/μ + μ/2) − α·Φ(−ε/μ − μ/2), ε = log α ≥ 0 (scipy, closed form)."""
+    eps = np.log(alphas)
+    return stats.norm.cdf(-eps / mu + mu / 2) - alphas * stats.norm.cdf(-eps / mu - mu / 2)
+
+
 @pytest.mark.parametrize("beta", [1.0, 1.2, 1.5, 1.8, 1.95])
 @pytest.mark.parametrize("a", [1e-3, 0.03, 0.3, 1.0, 3.0])
 def test_hockey_stick_curve_of_a_coordinate_is_below_its_gaussian(beta, a):
     """The lemma on the library's exact curves: H_α(GG_a) ≤ H_α(N(κa)) for α ≥ 1 (both pairs symmetric)."""
     al = _alphas(a)
     gg = GGPair(a, beta).h_pq(al)
-    gauss = GGPair(gaussian_domination_constant(beta) * a, 2.0).h_pq(al)
+    gauss = _gauss_h(gaussian_domination_constant(beta) * a, al)
     assert np.all(gg <= gauss * (1 + 1e-9) + 1e-15)
 
 
@@ -105,7 +112,7 @@ def test_constant_cannot_be_lowered(beta):
     a = 0.01
     al = _alphas(a)
     gg = GGPair(a, beta).h_pq(al)
-    gauss = GGPair(0.98 * gaussian_domination_constant(beta) * a, 2.0).h_pq(al)
+    gauss = _gauss_h(0.98 * gaussian_domination_constant(beta) * a, al)
     assert np.any(gg > gauss * (1 + 1e-6))
 
 
@@ -116,7 +123,7 @@ def test_two_coordinates_are_below_the_gaussian_of_their_l2_norm(beta, a1, a2):
     """Tensorization: H_α(GG_{a1} ⊗ GG_{a2}) (quadrature, :func:`_h_two`) ≤ H_α(N(κ·‖(a1, a2)‖_2))."""
     al = np.exp(np.linspace(0.0, 6.0, 25))
     two = _h_two(a1, a2, beta, al)
-    gauss = GGPair(gaussian_domination_constant(beta) * math.hypot(a1, a2), 2.0).h_pq(al)
+    gauss = _gauss_h(gaussian_domination_constant(beta) * math.hypot(a1, a2), al)
     assert np.all(two <= gauss * (1 + 1e-8) + 1e-13)
 
 
@@ -151,8 +158,9 @@ def test_dominating_gaussian_history_scales_by_kappa_and_the_l2_radius():
     assert g.noise_multiplier == pytest.approx(2.0 / k, rel=1e-11) and g.noise_multiplier <= 2.0 / k
     (g4,) = gaussian_dominated_history(normalize_history([(2.0, 0.1, 7, 1.5, 100, 4.0)]))  # ‖μ‖_2 ≤ d^{1/4}‖μ‖_4
     assert g4.noise_multiplier == pytest.approx(2.0 / (k * 100 ** 0.25), rel=1e-11)
-    (gc,) = gaussian_dominated_history(normalize_history([(2.0, 0.1, 7, 1.5, 100, 2.0, 4.0)]))  # count: σ_c = 4
-    assert gc.noise_multiplier == pytest.approx(1.0 / (k * math.hypot(0.5, 0.25)), rel=1e-11)
+    # the count coordinate (σ_c = 4) is Gaussian already: κ_β scales the gradient's shift only
+    (gc,) = gaussian_dominated_history(normalize_history([(2.0, 0.1, 7, 1.5, 100, 2.0, 4.0)]))
+    assert gc.noise_multiplier == pytest.approx(1.0 / math.hypot(k * 0.5, 0.25), rel=1e-11)
     assert gaussian_dominated_history(normalize_history([(2.0, 0.1, 7, 3.0, 100, 2.0)])) is None
 
 
@@ -189,3 +197,58 @@ def test_dominating_gaussian_is_skipped_where_it_cannot_win_and_refused_above_tw
     assert "epsilon_gaussian_domination" not in rep.details
     rep3 = compute_epsilon(**{**NEAR_TWO, "beta": 3.0})
     assert rep3.details["gaussian_domination"].startswith("not applicable")
+
+
+def test_published_epsilon_is_the_smallest_proven_bound_with_the_table_too(monkeypatch):
+    """ball_bound="table" (a coarse spec): the published ε is the least of the table's, the Rényi bound and the
+    Gaussian's, and the per-step path gives the same number."""
+    from opacus_gg.accountants import api
+    from opacus_gg.accountants.ball_prv import TableSpec
+
+    coarse = TableSpec(a0=0.1, ratio_low=1.1, ratio_high=1.03, high_from=0.5, h=0.02, half_width=8.0,
+                       orders=tuple(range(2, 9)), mass_split=2)
+    monkeypatch.setattr(api, "TABLE_SPEC", coarse)
+    kw = dict(NEAR_TWO, beta=1.95, clip_norm_p=1.8, steps=20)
+    rep = compute_epsilon(**kw, ball_bound="table")
+    d = rep.details
+    bounds = [d[k] for k in ("epsilon_rdp", "epsilon_gaussian_domination", "epsilon_ball_table") if k in d]
+    assert len(bounds) == 3 and rep.epsilon == min(bounds)
+    hist = [(1.0, kw["sample_rate"], kw["steps"], 1.95, 10, 1.8)]
+    assert proven_epsilon_history(hist, kw["delta"], ball_bound="table") == rep.epsilon
+
+
+def test_dominating_gaussian_is_published_where_the_equal_spread_prv_fails(monkeypatch):
+    """The path where the equal-spread PRV is out of range (simulated: it raises for the GG segments): the
+    report publishes the Gaussian (its own PRV, at β = 2, still runs) and equals the per-step path's ε."""
+    from opacus_gg.accountants import api
+
+    real = api.compose_history
+
+    def failing(segs, *a, **k):
+        if any(getattr(s, "beta", 2.0) != 2.0 for s in segs):
+            raise ArithmeticError("simulated: the equal-spread PRV is out of range")
+        return real(segs, *a, **k)
+
+    monkeypatch.setattr(api, "compose_history", failing)
+    with pytest.warns(UserWarning, match="not available"):
+        rep = compute_epsilon(**NEAR_TWO)
+    assert "prv_failed" in rep.details and rep.method == "prv_gaussian" and rep.certified
+    assert rep.epsilon == rep.details["epsilon_gaussian_domination"] < rep.details["epsilon_rdp"]
+    hist = [(1.0, NEAR_TWO["sample_rate"], NEAR_TWO["steps"], 1.9, 10, 2.0)]
+    assert proven_epsilon_history(hist, NEAR_TWO["delta"]) == rep.epsilon
+
+
+def test_compute_delta_keeps_the_renyi_bound_where_the_gaussians_prv_fails(monkeypatch):
+    from opacus_gg.accountants import api
+    from opacus_gg.accountants.ball_rdp import rdp_ball_delta
+
+    kw = {k: v for k, v in NEAR_TWO.items() if k != "delta"}
+    segs = normalize_history([(1.0, kw["sample_rate"], kw["steps"], 1.9, 10, 2.0)])
+    both = compute_delta(epsilon=1.0, **kw)
+    assert both < rdp_ball_delta(segs, 1.0)  # the Gaussian's δ is the smaller here
+
+    def failing(*a, **k):
+        raise ArithmeticError("simulated")
+
+    monkeypatch.setattr(api, "compose_delta", failing)
+    assert compute_delta(epsilon=1.0, **kw) == rdp_ball_delta(segs, 1.0)

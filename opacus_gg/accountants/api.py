@@ -14,8 +14,9 @@ where each direction composes, step by step, the upper envelope over the worst-c
 A history entry with noise_multiplier = 0 gives ε = ∞ (with a UserWarning).
 
 Where the PRV composition cannot represent the privacy loss (extreme β or σ: its grids overflow), the proven
-Rényi bound over the ℓp ball (:mod:`.ball_rdp`), which holds for every setting, is published instead
-(``details["prv_failed"]`` says why); where that is infinite too, ε = ∞ with the reason in ``details``.
+Rényi bound over the ℓp ball (:mod:`.ball_rdp`), which holds for every setting, is published instead, or for β ≤ 2
+the dominating Gaussian's PRV where that is smaller (docs/accounting.md Lemma N; ``details["prv_failed"]`` says
+why); where both are infinite or out of range, ε = ∞ with the reason in ``details``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history
 
 MODES = ("certified", "paper")
 #: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
-#: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`; fast) or "table" (the smaller of that and the PRV of the
-#: ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8; one table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6,
-#: 2–10 min at σ = 0.5 or p = 1.8, kept per process and on disk, :mod:`.table_cache`)
+#: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`, or for β ≤ 2 the dominating Gaussian's PRV where smaller;
+#: fast) or "table" (the smallest of those and the PRV of the ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8; one
+#: table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at σ = 0.5 and p ≤ 1.6
+#: and about 30 min at σ = 0.5, p = 1.8; kept per process and on disk, :mod:`.table_cache`)
 BALL_BOUNDS = ("renyi", "table")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`); None: the default
 #: for each segment's p (:func:`.ball_prv.default_spec`)
@@ -176,26 +178,28 @@ def compute_epsilon_history(
 
 
 #: the Gaussian of Lemma N is composed only where its own Rényi bound is at most this factor above the Rényi bound
-#: over the ball (its PRV ε is then below its Rényi ε by the RDP → (ε, δ) conversion's loss, 5–15 % measured):
-#: elsewhere it cannot win, and its PRV would cost as much as Opacus's. A cost gate, never a soundness one
-GAUSS_DOMINATION_GATE = 1.3
+#: over the ball: its PRV ε is below its Rényi ε by the RDP → (ε, δ) conversion's loss (5–15 % at ε ≈ 1, ~30 % at
+#: ε ≈ 0.03, measured), so beyond the gate it rarely wins, and its PRV costs about as much as Opacus's. A cost gate,
+#: never a soundness one: skipping the Gaussian only keeps the (proven) Rényi bound
+GAUSS_DOMINATION_GATE = 1.5
 
 
 def gaussian_dominated_history(segs: Sequence[Segment]) -> Optional[list]:
     r"""Every segment replaced by one Gaussian coordinate that dominates its whole ℓp ball (Lemma N, 1 ≤ β ≤ 2):
-    noise multiplier 1/(κ_β·‖μ‖_2 max), ‖μ‖_2 ≤ r/σ with r = 1 for p ≤ 2 and d^{1/2 − 1/p} for p > 2, and with a
-    count coordinate (shift 1/σ_c) ‖(μ, 1/σ_c)‖_2; β = 2, d = 1. Rounded so the shift only grows. None where a
-    segment has β > 2 (the lemma fails there)."""
+    shift κ_β·r/σ, ‖μ‖_2 ≤ r/σ with r = 1 for p ≤ 2 and d^{1/2 − 1/p} for p > 2; with adaptive clipping's count
+    coordinate (already Gaussian, shift 1/σ_c: :mod:`.count_query`) the two add in ℓ2 (rotation invariance); β = 2,
+    d = 1, noise multiplier 1/shift. Rounded so the shift only grows. None where a segment has β > 2 (the lemma
+    fails there)."""
     out = []
     for s in segs:
         if not gaussian_domination_applies(s.beta):
             return None
         p = s.clip_norm_p
         r = 1.0 if p <= 2.0 else math.exp((0.5 - 1.0 / p) * math.log(s.dim)) * (1.0 + 1e-12)
-        shift = r / s.noise_multiplier
+        shift = gaussian_domination_constant(s.beta) * r / s.noise_multiplier
         if s.count_shift is not None:
             shift = math.hypot(shift, s.count_shift)
-        shift *= gaussian_domination_constant(s.beta) * (1.0 + 1e-12)
+        shift *= 1.0 + 1e-12
         out.append(Segment(1.0 / shift * (1.0 - 1e-12), s.sample_rate, s.steps, 2.0, 1, 2.0))
     return out
 
@@ -376,10 +380,12 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
     r"""The proven ε(δ) alone: ``compute_epsilon_history(history, delta).epsilon``, computing only what it needs.
 
     Where the PRV covers every shift (β = 2, d = 1 or p = ∞ in every segment) that is the PRV bound; otherwise
-    the published ε is the Rényi bound over the ℓp ball (:func:`.ball_rdp.rdp_ball_epsilon`), and the
-    equal-spread PRV (printed beside it by :func:`compute_epsilon_history`) is not computed at all: this is the
-    per-step path of ``GGPRVAccountant.get_epsilon`` and of the σ solver. Empty history: 0; σ = 0: ∞ (warning).
-    ``ball_bound="table"``: the smaller of that and the ball table's ε (:func:`ball_table_epsilon`).
+    the published ε is the Rényi bound over the ℓp ball (:func:`.ball_rdp.rdp_ball_epsilon`) or, for β ≤ 2 where
+    smaller, the dominating Gaussian's PRV (Lemma N; composed only past :data:`GAUSS_DOMINATION_GATE`, one PRV
+    composition, 0.1–2 s), and the equal-spread PRV (printed beside it by :func:`compute_epsilon_history`) is not
+    computed at all: this is the per-step path of ``GGPRVAccountant.get_epsilon`` and of the σ solver. Empty
+    history: 0; σ = 0: ∞ (warning). ``ball_bound="table"``: the smaller of that and the ball table's ε
+    (:func:`ball_table_epsilon`).
     """
     delta = validate_delta(delta)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)

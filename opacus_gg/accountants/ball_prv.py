@@ -98,8 +98,9 @@ class TableSpec:
 
 #: the API builds tables for clip_norm_p ≤ this only. The table is valid for every p ≤ 2 (:func:`build_table`), but
 #: at p = 2 the worst shapes are many small coordinates, which the Base bounds by the Gaussian of Lemma N (κ_β/√I_β
-#: too large below β ≈ 1.9) or at RDP level, and the table loses to the Rényi bound (measured, σ = 1, NEAR_TWO_SPEC:
-#: β = 1.8, p = 2: 2.18 / 1.91 against 1.69 at d = 10⁶; before Lemma N, β = 1.5, p = 2: about 2×, 16 min)
+#: too large below β ≈ 1.9) or at RDP level, and the table loses to the smaller of the Rényi bound and that Gaussian
+#: alone (measured, β = 1.8, p = 2, σ = 1, quickstart / d = 10⁶: tables 2.18 / 1.91 (a0 = 0.15, split 4) and
+#: 1.91 / 1.71 (a0 = 0.4, split 8), Rényi 1.96 / 1.69, Gaussian 1.89 / 1.69; benchmarks/ball_table_results.md)
 TABLE_P_MAX = 1.8
 #: above this p the default spec is :data:`NEAR_TWO_SPEC`
 FINE_MASS_FROM_P = 1.6
@@ -265,7 +266,9 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
     g = _Grid(t) if grid is None else grid
     d_pos, h_neg = U(t[g.pos]), U(-t[~g.pos])
     if gauss_rate is not None:
-        gauss = GGPair(gauss_rate * math.sqrt(R) * (1.0 + 1e-15), 2.0)  # GG(2, 1) = N(0, 1); √R rounded up
+        # GG(2, 1) = N(0, 1); the shift inflated by 1e-9 relative: √R rounded up, and the curve's cancellation
+        # P(ℓ > t) − αQ(ℓ > t) near α = 1 (~1e-14 relative) covered
+        gauss = GGPair(gauss_rate * math.sqrt(R) * (1.0 + 1e-9), 2.0)
         d_pos = np.minimum(d_pos, gauss.h_pq(g.a_pos))
         h_neg = np.minimum(h_neg, gauss.h_qp(g.a_inv))
     return _hull_pair(g, d_pos, g.e_neg * h_neg)
@@ -301,14 +304,16 @@ def _lattice(m: float, spec: TableSpec) -> np.ndarray:
     return np.array(lat[::-1])
 
 
-def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) -> BallTable:
+def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
     r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
-    previous column at the same mass and its own column at a smaller mass, so two columns are kept)."""
+    previous column at the same mass and its own column at a smaller mass, so two columns are kept); ``spec``
+    None: :func:`default_spec` of p."""
     t0 = time.perf_counter()
     m = validate_positive(m, "m (= 1/noise_multiplier)")
     beta = validate_beta(beta)
     if not 1.0 <= p <= 2.0:
         raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
+    spec = default_spec(p) if spec is None else spec
     t = loss_grid(m, spec)
     lat = _lattice(m, spec)
     r_top = m ** p
@@ -354,10 +359,11 @@ def build_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) 
 
 
 @functools.lru_cache(maxsize=16)
-def ball_table(m: float, beta: float, p: float, spec: TableSpec = TableSpec()) -> BallTable:
+def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
     """:func:`build_table`, kept for the process (one table per (β, p, σ, spec)) and on disk across processes
     (:mod:`.table_cache`: keyed by the exact parameters, the spec and the code; read back through the pair's own
-    checks)."""
+    checks); ``spec`` None: :func:`default_spec` of p."""
+    spec = default_spec(p) if spec is None else spec
     key = table_cache.table_key(m, beta, p, spec)
     hit = table_cache.load(key)
     if hit is not None:

@@ -34,8 +34,8 @@ class GGPRVAccountant(IAccountant):
     def __init__(self, beta: float = 2.0, dim: Optional[int] = None, clip_norm_p: Optional[float] = None, *,
                  ball_bound: str = "renyi") -> None:
         super().__init__()
-        #: where the PRV covers equal spreads only: "renyi" (fast) or "table" (tighter, 35 s–10 min per σ once per
-        #: process; :data:`.api.BALL_BOUNDS`). A setting of this accountant, not of the history: not saved.
+        #: where the PRV covers equal spreads only: "renyi" (fast: the Rényi bound, or the dominating Gaussian's PRV
+        #: where smaller) or "table" (tighter, 35 s–30 min per σ, once: kept on disk; :data:`.api.BALL_BOUNDS`). A setting of this accountant, not of the history: not saved.
         self.ball_bound = validate_ball_bound(ball_bound)
         self.beta = validate_beta(beta)
         self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
@@ -81,8 +81,8 @@ class GGPRVAccountant(IAccountant):
         """Proven upper bound on ε at δ (equal to ``get_epsilon_report(delta).epsilon``).
 
         Computes the proven number only (:func:`.api.proven_epsilon_history`): for β ≠ 2, d > 1, p < ∞ the
-        Rényi bound over the ℓp ball, without the equal-spread PRV that the report prints beside it, so
-        printing ε every few steps stays cheap. Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0
+        Rényi bound over the ℓp ball (or, for β ≤ 2 where smaller, the dominating Gaussian's PRV), without the
+        equal-spread PRV that the report prints beside it, so printing ε every few steps stays cheap. Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0
         step: ``math.inf`` with a UserWarning.
         """
         hist = [self._complete(e) for e in self.history]

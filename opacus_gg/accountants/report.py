@@ -129,7 +129,7 @@ class EpsilonReport:
         b = self.prv_bracket()
         what = "sampled PRV (paper mode)" if self.method == "paper" else (
             "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
-        if "not_available" in b:  # the published ε is the Rényi bound; the PRV's numbers do not exist
+        if "not_available" in b:  # the published ε is the Rényi (or Gaussian) bound; the PRV's numbers do not exist
             lines.append(f"  PRV accountant: not available: {b['not_available']}")
             return lines
         # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):

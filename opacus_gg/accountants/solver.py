@@ -50,8 +50,9 @@ def get_noise_multiplier(
     ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
     ``count_noise_multiplier``: every step also releases adaptive clipping's noisy count (fixed σ_c; σ is
     solved for the gradient noise, the count's share of ε is accounted, never subtracted).
-    ``ball_bound="table"`` (:data:`.api.BALL_BOUNDS`): σ is first solved on the Rényi bound (fast), then lowered
-    on the published ε with the ball table (each probe builds one table, 35 s–10 min; at most
+    ``ball_bound="table"`` (:data:`.api.BALL_BOUNDS`): σ is first solved on the default bound (Rényi, or the
+    dominating Gaussian's where smaller; fast), then lowered on the published ε with the ball table (each probe
+    builds one table, 35 s–30 min; at most
     :data:`TABLE_PROBES` probes, each feasible probe keeps its σ).
     """
     target_epsilon = validate_epsilon(target_epsilon)

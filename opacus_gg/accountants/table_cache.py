@@ -1,4 +1,4 @@
-r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 35 s–10 min to build
+r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 35 s–30 min to build
 and is the same pair every time for the same (m, β, p, spec) and the same code, so its top pair is kept on disk
 and a later process (a CLI query, a resumed training run, the σ solver's probes) reads it back in milliseconds.
 

@@ -189,8 +189,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
                    help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
-                        "renyi (fast) or table (the smaller of it and the PRV of the ball table, p ≤ 1.8: "
-                        "tighter, 35 s–10 min per σ, once: kept on disk, see OPACUS_GG_CACHE)")
+                        "renyi (fast: the Rényi bound, or the dominating Gaussian's PRV where smaller) or table (the "
+                        "smallest of those and the PRV of the ball table, p ≤ 1.8: tighter, 35 s–30 min per σ, once: "
+                        "kept on disk, see OPACUS_GG_CACHE)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
                    help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
                         "one-hot sampled PRV, an estimate")
