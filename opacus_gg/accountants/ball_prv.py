@@ -14,7 +14,8 @@ p-mass grid R_i = i·ΔR (ΔR < a_0^p, R_N ≥ m^p). Split on the cell (a_{j−1
 
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
-and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N (Lemma T3). The computed pairs carry the connect-the-dots round-off: each state records C with
+and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N (Lemma T3). The computed pairs
+carry the connect-the-dots round-off: each state records C with
 δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
 symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
 pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact
@@ -48,7 +49,8 @@ from .gaussian_domination import gaussian_domination_applies, gaussian_dominatio
 from .gg_pair import GGPair, _safe_log
 
 __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_log_moment_rates",
-           "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid", "default_spec", "NEAR_TWO_SPEC"]
+           "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid", "default_spec",
+           "NEAR_TWO_SPEC"]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ class GGPRVAccountant(IAccountant):
                  ball_bound: str = "renyi") -> None:
         super().__init__()
         #: where the PRV covers equal spreads only: "renyi" (fast: the Rényi bound, or the dominating Gaussian's PRV
-        #: where smaller) or "table" (tighter, 35 s–30 min per σ, once: kept on disk; :data:`.api.BALL_BOUNDS`). A setting of this accountant, not of the history: not saved.
+        #: where smaller) or "table" (tighter, 35 s–30 min per σ, once: kept on disk; :data:`.api.BALL_BOUNDS`). A
+        #: setting of this accountant, not of the history: not saved.
         self.ball_bound = validate_ball_bound(ball_bound)
         self.beta = validate_beta(beta)
         self.clip_norm_p = None if clip_norm_p is None else validate_clip_norm_p(clip_norm_p, self.beta)
