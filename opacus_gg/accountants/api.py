@@ -235,11 +235,16 @@ def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], de
     details = {**report.details, "gaussian_domination": note}
     if eps is None:
         return dataclasses.replace(report, details=details)
-    details["epsilon_gaussian_domination"] = eps
+    return _publish_if_smaller(report, eps, "prv_gaussian", {**details, "epsilon_gaussian_domination": eps})
+
+
+def _publish_if_smaller(report: EpsilonReport, eps: float, method: str, details: dict) -> EpsilonReport:
+    """The report with ``details``, and with the proven bound ``eps`` published (labelled ``method``) where it is
+    below the published one; the equal-spread PRV stays beside it where it is smaller still."""
     if not eps < report.epsilon:
         return dataclasses.replace(report, details=details)
     spreads = report.epsilon_upper
-    return dataclasses.replace(report, epsilon=eps, method="prv_gaussian", details=details,
+    return dataclasses.replace(report, epsilon=eps, method=method, details=details,
                                epsilon_equal_spreads=spreads if spreads < eps else None)
 
 
@@ -301,12 +306,8 @@ def _with_ball_table(report: EpsilonReport, segs: Sequence[Segment], delta: floa
     if by_dir is None:
         return report
     eps = max(by_dir.values())
-    details = {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir}
-    if not eps < report.epsilon:
-        return dataclasses.replace(report, details=details)
-    spreads = report.epsilon_upper
-    return dataclasses.replace(report, epsilon=eps, method="prv_table", details=details,
-                               epsilon_equal_spreads=spreads if spreads < eps else None)
+    return _publish_if_smaller(report, eps, "prv_table",
+                               {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir})
 
 
 def _dims(segs: Sequence[Segment]):

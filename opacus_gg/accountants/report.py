@@ -112,16 +112,23 @@ class EpsilonReport:
         return {"lower": self.epsilon_lower, "estimate": self.epsilon_estimate, "upper": self.epsilon_upper,
                 "scope": scope}
 
+    def proven_bounds(self) -> Dict[str, float]:
+        """The proven bounds over the whole ℓp ball that this report computed (:data:`PROVEN_BOUNDS`, by ``details``
+        key), where there are several (the least is published); empty otherwise."""
+        found = {key: self.details[key] for _, key in PROVEN_BOUNDS if key in self.details}
+        return found if len(found) > 1 else {}
+
     def verbose_lines(self, digits: int = DIGITS) -> List[str]:
         """The details behind :meth:`summary`, one indented line each: the equal-spread ε (when smaller), the PRV
         computation's bracket and what it brackets, and the worst case found."""
         lines = []
         if self.epsilon_equal_spreads is not None:
             lines.append(f"  also: {format_epsilon(self.epsilon_equal_spreads, 'equal_spreads', digits)}")
-        bounds = [f"{name} {fmt_up(self.details[key], digits)}" for name, key in PROVEN_BOUNDS if key in self.details]
-        if len(bounds) > 1:  # several proven bounds over the ball (ball table, Gaussian, Rényi): the least published
-            lines.append(f"  proven bounds: {', '.join(bounds)} (the {'smaller' if len(bounds) == 2 else 'smallest'} "
-                         "is published)")
+        bounds = self.proven_bounds()
+        if bounds:  # several proven bounds over the ball (ball table, Gaussian, Rényi): the least published
+            shown = ", ".join(f"{name} {fmt_up(bounds[key], digits)}" for name, key in PROVEN_BOUNDS if key in bounds)
+            lines.append(f"  proven bounds: {shown} (the {'smaller' if len(bounds) == 2 else 'smallest'} is "
+                         "published)")
         if self.method == "gaussian":  # no grid: the exact ε rounded up (accountants.full_batch)
             mu = self.details.get("gaussian_mu")
             lines.append(f"  the composition is one Gaussian pair, mu = {mu:.6g}: exact epsilon, rounded up")

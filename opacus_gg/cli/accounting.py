@@ -67,7 +67,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     if args.mode == "paper" and args.n_samples < 1000:
         raise CLIError(f"--n-samples must be an integer >= 1000, got {args.n_samples!r}")
     from ..accountants import compute_epsilon
-    from ..accountants.report import PROVEN_BOUNDS, scope_fields
+    from ..accountants.report import scope_fields
 
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
     try:
@@ -79,9 +79,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
         out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
                "worst_direction": rep.direction, "worst_shape_k": rep.shape_k,
                "noise_multiplier": args.noise_multiplier, **kw}
-        computed = {key: rep.details[key] for _, key in PROVEN_BOUNDS if key in rep.details}
-        if len(computed) > 1:  # several proven bounds over the ball (ball table, Gaussian, Rényi): the least published
-            out.update(computed)
+        out.update(rep.proven_bounds())  # several proven bounds over the ball (table, Gaussian, Rényi): the least is ε
         if out["clip_norm_p"] is None:
             out["clip_norm_p"] = kw["beta"]  # the default: clip in the ℓβ norm
         print(dumps_json(out))
