@@ -190,6 +190,20 @@ def test_table_spec_refines_the_base_cell_and_the_low_ratio_for_sigma_below_one_
         assert np.all(ratios[~high] <= r * (1 + 1e-12)) and np.allclose(ratios[~high][1:], r, rtol=1e-12)
 
 
+def test_table_spec_refines_the_mass_grid_below_sigma_one_over_refine_to():
+    """For m > refine_to the cells stop refining and the p-mass step ΔR < a_0^p/mass_split is divided further by
+    ⌈m/refine_to⌉: more states (about in proportion), each recursion still lowering the mass index."""
+    spec = TableSpec()
+    assert [spec.mass_steps(m) for m in (0.5, 1.0, 2.0, 2.01, 3.33, 4.0, 5.0)] == [1, 1, 1, 2, 2, 2, 3]
+    assert NEAR_TWO_SPEC.mass_steps(1.0) == NEAR_TWO_SPEC.mass_split
+    assert dataclasses.replace(NEAR_TWO_SPEC, refine_to=1.0).mass_steps(2.0) == 2 * NEAR_TWO_SPEC.mass_split
+    # TINY with refine_to = 0.25 at m = 0.5: the same cells as refine_to = 0.5 (f = min(m, refine_to) ≤ 1 either
+    # way), twice the mass steps
+    same, finer = (build_table(0.5, 1.5, 1.5, dataclasses.replace(TINY, refine_to=r)) for r in (0.5, 0.25))
+    assert np.array_equal(_lattice(0.5, same.spec), _lattice(0.5, finer.spec))
+    assert 1.8 * same.states < finer.states < 2.2 * same.states
+
+
 # ---- the table's top pair -----------------------------------------------------------------------------------
 
 

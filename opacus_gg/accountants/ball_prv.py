@@ -5,8 +5,8 @@ Noise units: GG(β, 1) per coordinate, m = 1/noise_multiplier, shifts μ ≥ 0 (
 max μ_i ≤ c and Σ μ_i^p ≤ R (docs/accounting.md, "Every shift at PRV level: the table over (p-mass, cap)").
 
 Lattice a_0 < a_1 < … < a_J = m (ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, a_0 ≤ a0·m; a0 and
-ratio_low − 1 divided by min(m, 2) for m > 1, :meth:`TableSpec.cells`);
-p-mass grid R_i = i·ΔR (ΔR < a_0^p, R_N ≥ m^p). Split on the cell (a_{j−1}, a_j] of the largest coordinate:
+ratio_low − 1 divided by min(m, 2) for m > 1, :meth:`TableSpec.cells`); p-mass grid R_i = i·ΔR (ΔR < a_0^p
+divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j−1}, a_j] of the largest coordinate:
 
     E(R_i, a_0) = Base(R_i, a_0)                                            (every coordinate ≤ a_0)
     E(R_i, a_j) = env(E(R_i, a_{j−1}), GG_{a_j} ⊗ E(R_k, a_j)),  R_k = ⌈R_i − a_{j−1}^p⌉   if a_{j−1}^p < R_i
@@ -24,7 +24,8 @@ ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
 lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s; p = 1.8
 (:data:`NEAR_TWO_SPEC`): 65k, 4.5–5 min on a loaded machine; at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
-p = 1.5: 231k, 8.5–10 min on a loaded machine; under 0.2 GB. The top pairs are kept for the process
+p = 1.5: 231k, 8.5–10 min on a loaded machine; at 0.25 ≤ σ < 0.5 (the mass grid twice as fine, :meth:`TableSpec.
+mass_steps`): p = 1.2: 123k, 5 min; p = 1.5: 461k, 19–22 min; under 0.2 GB. The top pairs are kept for the process
 (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and
 library version.
 """
@@ -59,13 +60,14 @@ class TableSpec:
 
     Lattice: ratio ``ratio_high`` on [high_from·m, m], ``ratio_low`` below, down to a_0 ≤ ``a0``·m; loss grid:
     step ``h``·m on [−``half_width``·m, ``half_width``·m]; p-mass step ΔR < a_0^p/``mass_split``; Base: Rényi
-    orders ``orders`` (and, for β ≤ 2, the Gaussian of Lemma N). For m > 1 (σ < 1) the Base
-    cell ``a0`` and the low cells' ``ratio_low`` − 1 are divided by min(m, ``refine_to``) (:meth:`cells`): at a
-    fixed relative resolution the excess over the worst shape grows with m (σ = 0.5, β = p = 1.5: up to 7 %, set by
-    the small coordinates of the rest beside a large one: a0, ratio_low and the mass step ΔR < a_0^p), and the cost
-    grows like (m/a_0)^p·J, so the refinement stops at m = refine_to.
+    orders ``orders`` (and, for β ≤ 2, the Gaussian of Lemma N). For m > 1 (σ < 1) the Base cell ``a0`` and the
+    low cells' ``ratio_low`` − 1 are divided by min(m, ``refine_to``) (:meth:`cells`): at a fixed relative
+    resolution the excess over the worst shape grows with m (σ = 0.5, β = p = 1.5: up to 7 %, set by the small
+    coordinates of the rest beside a large one: a0, ratio_low and the mass step ΔR < a_0^p), and the cost grows
+    like (m/a_0)^p·J, so the cells stop refining at m = refine_to; beyond it the mass step is divided by
+    ⌈m/refine_to⌉ (:meth:`mass_steps`; σ = 0.3: the excess 1.017–1.041 → 1.011–1.033 for 2× the states).
     Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the equal-spread PRV at
-    β = p ≤ 1.5, σ ≥ 0.5, benchmarks/ball_table_results.md)."""
+    β = p ≤ 1.5, σ ≥ 0.5, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
 
     a0: float = 0.03
     ratio_low: float = 1.02
@@ -84,6 +86,12 @@ class TableSpec:
         if f <= 1.0:
             return self.a0, self.ratio_low
         return self.a0 / f, 1.0 + (self.ratio_low - 1.0) / f
+
+    def mass_steps(self, m: float) -> int:
+        """The p-mass step at m is ΔR < a_0^p/``mass_steps(m)``: ``mass_split``, times ⌈m/refine_to⌉ for
+        m > ``refine_to`` (σ < 1/refine_to), where the cells have stopped refining and the mass grid refines on
+        (the cost then grows like m, not like (m/a_0)^p·J)."""
+        return self.mass_split * (int(math.ceil(m / self.refine_to)) if m > self.refine_to else 1)
 
     def __post_init__(self) -> None:
         for name in ("a0", "h", "half_width", "refine_to"):
@@ -319,7 +327,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     t = loss_grid(m, spec)
     lat = _lattice(m, spec)
     r_top = m ** p
-    d_r = lat[0] ** p * (1.0 - 1e-9) / spec.mass_split  # < a_0^p (a_j^p rounded down below): every recursion
+    d_r = lat[0] ** p * (1.0 - 1e-9) / spec.mass_steps(m)  # < a_0^p (a_j^p rounded down below): every recursion
     # lowers the mass index
     n_r = int(math.ceil(r_top / d_r))
     d_r = r_top / n_r * (1.0 + 1e-15)  # R_i = i·ΔR, R_N ≥ m^p (checked)
