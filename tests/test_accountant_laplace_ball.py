@@ -76,9 +76,9 @@ def _quad_two(b, c, eps, direction):
     out = []
     for e in np.atleast_1d(eps):
         if direction == "pq":
-            f = lambda x: _lap_pdf(x, b) * float(inner.h_pq(np.exp(e - _lap_loss(x, b))))  # noqa: E731
+            f = lambda x: _lap_pdf(x, b) * float(inner.h_pq(np.exp(e - _lap_loss(x, b)), upper=False))  # noqa: E731
         else:
-            f = lambda x: _lap_pdf(x) * float(inner.h_qp(np.exp(e + _lap_loss(x, b))))  # noqa: E731
+            f = lambda x: _lap_pdf(x) * float(inner.h_qp(np.exp(e + _lap_loss(x, b)), upper=False))  # noqa: E731
         v, _ = integrate.quad(f, -60.0, 60.0 + b, points=[0.0, b], epsabs=1e-14, epsrel=1e-12, limit=400)
         out.append(v)
     return np.array(out)
@@ -96,8 +96,11 @@ def test_laplace_curve_closed_form_matches_quadrature_and_exact_pair(a):
     closed = _delta_one(a, eps)
     pair = GGPair(a, 1.0)
     assert np.max(np.abs(closed - quad)) < QUAD_TOL
-    assert np.max(np.abs(closed - pair.h_pq(np.exp(eps)))) < 1e-14
-    assert np.max(np.abs(closed - pair.h_qp(np.exp(eps)))) < 1e-14
+    assert np.max(np.abs(closed - pair.h_pq(np.exp(eps), upper=False))) < 1e-14
+    assert np.max(np.abs(closed - pair.h_qp(np.exp(eps), upper=False))) < 1e-14
+    # rounded up (Lemma R9): above the closed form, by at most its error bound (≤ ~2e-12·(1 + α) here)
+    up = pair.h_pq(np.exp(eps))
+    assert np.all(up >= closed) and np.all(up - closed <= 3e-12 * (1.0 + np.exp(eps)))
 
 
 # ---- Lemma L2: sufficient statistic and its law -----------------------------------------------------------

@@ -55,7 +55,7 @@ def _h_two(a1, a2, beta, alphas):
     inner = GGPair(a2, beta)
 
     def f(x):
-        return _gg_pdf(x - a1, beta) * inner.h_pq(alphas * np.exp(-_loss(np.array(x), a1, beta)))
+        return _gg_pdf(x - a1, beta) * inner.h_pq(alphas * np.exp(-_loss(np.array(x), a1, beta)), upper=False)
 
     r = (60.0 * beta) ** (1.0 / beta)  # GG mass beyond |x − a1| > r is below e^{−60}
     # reference integral to near float64 precision
@@ -89,7 +89,7 @@ def test_lemma_a_loss_monotone_in_x(beta):
 def test_lemma_a_hockey_stick_monotone_in_shift(beta):
     """H_α(GG_a‖GG_0) (= H_α(GG_0‖GG_a) by reflection) is non-decreasing in a, for α < 1 and α > 1."""
     shifts = np.linspace(0.02, 4.0, 60)
-    curves = np.stack([GGPair(a, beta).h_pq(ALPHAS) for a in shifts])
+    curves = np.stack([GGPair(a, beta).h_pq(ALPHAS, upper=False) for a in shifts])
     assert _le(curves[:-1], curves[1:])
     # and it is not constant (the test can fail): a larger shift is strictly worse somewhere
     assert np.all(np.max(curves[1:] - curves[:-1], axis=1) > 0)
@@ -103,7 +103,7 @@ def test_lemma_a_hockey_stick_monotone_in_shift(beta):
 def test_lemmas_b_c_by_quadrature(beta):
     """(c) adding a shifted coordinate only increases H; (b) raising either shift of a product increases H."""
     alphas = np.exp(np.linspace(-3.0, 4.0, 8))
-    one = GGPair(0.8, beta).h_pq(alphas)
+    one = GGPair(0.8, beta).h_pq(alphas, upper=False)
     two = _h_two(0.8, 0.5, beta, alphas)
     assert _le(one, two) and np.max(two - one) > 1e-3
     assert _le(two, _h_two(0.8, 0.9, beta, alphas))

@@ -276,8 +276,8 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
     g = _Grid(t) if grid is None else grid
     d_pos, h_neg = U(t[g.pos]), U(-t[~g.pos])
     if gauss_rate is not None:
-        # GG(2, 1) = N(0, 1); the shift inflated by 1e-9 relative: √R rounded up, and the curve's cancellation
-        # P(ℓ > t) − αQ(ℓ > t) near α = 1 (~1e-14 relative) covered
+        # GG(2, 1) = N(0, 1); the shift inflated by 1e-9 relative: κ_β·a_0^{1−p/2}·√R rounded up (the curve itself
+        # is rounded up by GGPair, Lemma R9)
         gauss = GGPair(gauss_rate * math.sqrt(R) * (1.0 + 1e-9), 2.0)
         d_pos = np.minimum(d_pos, gauss.h_pq(g.a_pos))
         h_neg = np.minimum(h_neg, gauss.h_qp(g.a_inv))

@@ -279,18 +279,30 @@ def epsilon_for_delta(dprv, delta: float, log_bound: Optional[np.ndarray] = None
     return float(min(max(math.log((d1[i] - target[i]) / d2[i]), t[i - 1], 0.0), max(t[i], 0.0)))
 
 
-def _esscher_tilt(cert: _Certified, epsilon: float, half_width: float) -> float:
-    r"""λ ≥ 0 whose tilted composed law e^{λt}p/Z has mean ε (bisection on the computed PMF, which is accurate
-    enough to choose λ), capped so that λ·L ≤ 300 on the one-step grid (no overflow in the tilted PMFs)."""
-    pos = cert.pmf > 0
-    lp, t = np.log(cert.pmf[pos]), cert.ts[pos]
-    if t.size == 0 or not math.isfinite(epsilon):
+#: the second, milder tilt tried beside the Esscher λ of ε (:func:`compose_history`)
+TILT_MILD = 0.8
+
+
+def _esscher_tilt(steps, ts: np.ndarray, epsilon: float, half_width: float) -> float:
+    r"""λ ≥ 0 whose tilted composed law e^{λt}p/Z has mean ε, capped so that λ·L ≤ 300 on the one-step grid (no
+    overflow in the tilted PMFs). Tilting commutes with convolution, so that mean is Σ_s T_s·(the tilted mean of
+    step s's one-step PMF on ``ts``): read from the one-step PMFs, not from the composed one, whose far tail is FFT
+    round-off (chosen from the composed PMF, a 1e-9 relative change of one step's PMF moved λ from 6.4 to 8.2 and
+    the certified ε from 2.4919 to 2.8197 at σ = 1, q = 0.01, T = 300, δ = 1e-10)."""
+    logs = []
+    for pmf, count in steps:
+        pos = pmf > 0
+        logs.append((np.log(pmf[pos]), ts[pos], count))
+    if not any(t.size for _, t, _ in logs) or not math.isfinite(epsilon):
         return 0.0
 
     def tilted_mean(lam: float) -> float:
-        w = lp + lam * t
-        w = np.exp(w - w.max())
-        return float(np.dot(w, t) / w.sum())
+        total = 0.0
+        for lp, t, count in logs:
+            w = lp + lam * t
+            w = np.exp(w - w.max())
+            total += count * float(np.dot(w, t) / w.sum())
+        return total
 
     lo, hi = 0.0, 300.0 / half_width
     if tilted_mean(lo) >= epsilon:
@@ -341,17 +353,18 @@ def compose_history(
     i = int(np.searchsorted(plain.ts, naive, side="right")) if math.isfinite(naive) else plain.ts.size
     if math.isfinite(naive) and (not math.isfinite(up) or i >= plain.ts.size
                                  or plain.log_bound[min(i, plain.ts.size - 1)] > math.log(1e-3 * target)):
-        lam = _esscher_tilt(plain, naive, float(domain.t_max))
-        if lam > 0:
+        lam = _esscher_tilt(steps, domain.ts, naive, float(domain.t_max))
+        # every λ certifies; the mean-ε tilt and a milder one, the smaller ε kept (measured σ = 1, q = 0.01, T = 300,
+        # δ = 1e-10: 2.4928 at λ, 2.4919 at 0.8λ; other settings equal at 6 decimals)
+        for lam_try in ((lam, TILT_MILD * lam) if lam > 0 else ()):
             try:
-                tilted = _certified_composition(steps, domain, lam)
+                tilted = _certified_composition(steps, domain, lam_try)
             except AccountingError:
                 # the tilted run failed its own checks (e.g. the untilting factor Π Z^T e^{−λt} overflows on
                 # every entry: measured at T = 1e5, λ = 5.3): it only ever lowers the certified `up` of the plain
                 # run, which stands on its own; if that is not finite either, the error below is raised
-                pass
-            else:
-                up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
+                continue
+            up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "

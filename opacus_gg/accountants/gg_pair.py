@@ -24,10 +24,11 @@ import numpy as np
 from scipy import special
 
 from ..distribution import cdf as gg_cdf
+from ..distribution import log_prob as gg_log_prob
 from ..distribution import sf as gg_sf
 from .checks import AccountingError, check_finite
 
-__all__ = ["GGPair", "inverse_loss", "loss", "TAIL_MASS"]
+__all__ = ["GGPair", "inverse_loss", "loss", "TAIL_MASS", "SF_RTOL", "SF_ATOL", "sf_relative_error"]
 
 #: mass below which tails of exact laws are cut (cut mass is moved pessimistically)
 TAIL_MASS = 1e-30
@@ -76,6 +77,29 @@ def _dloss(x: np.ndarray, a: float, beta: float) -> np.ndarray:
 SATURATION_LOG = 800.0
 #: residual allowed of a root: |ℓ_a(x) − t| ≤ RESIDUAL_TOL·(1 + |t|) + 1e-14·|x|·ℓ_a'(x) (checked; Lemma R1)
 RESIDUAL_TOL = 1e-12
+
+
+#: relative error assumed of :func:`opacus_gg.distribution.sf` at an exactly represented argument, per unit of
+#: 1 + z/800, z = |x|^β/β (scipy's incomplete gamma functions, ``ndtr`` at β = 2, ``exp`` at β = 1, and the rounding of
+#: z inside): measured ≤ 2.2e-13 against 40-digit mpmath over 23 β ∈ [1, 64], z ∈ [1e-14, 800], both signs
+#: (docs/accounting.md, Lemma R9; tests/test_gg_pair_roundoff.py keeps a sample); ~10× that. An assumption checked by
+#: measurement, not a proof.
+SF_RTOL = 2e-12
+#: absolute error assumed of the same where the value is below the normal range (subnormal results, flushes to 0):
+#: measured ≤ 2.2e-304
+SF_ATOL = 1e-300
+_U = 2.0 ** -53
+
+
+def sf_relative_error(x: np.ndarray, beta: float, argument_rounded: bool) -> np.ndarray:
+    r"""ρ(x): a bound on |sf_computed − sf(x)|/sf(x) where ``sf`` is :func:`opacus_gg.distribution.sf` with scale 1:
+    SF_RTOL·(1 + z/800), plus β(z + 1)·u·1.01 when the argument is itself the rounded result of one subtraction
+    (fl(x − a): relative error ≤ u in x, and |d log sf/d log x| ≤ β(z + 1), z = |x|^β/β, Lemma R9)."""
+    z = np.abs(x) ** beta / beta
+    rho = SF_RTOL * (1.0 + z / 800.0)
+    if argument_rounded:
+        rho = rho + 1.01 * beta * (z + 1.0) * _U
+    return np.where(np.isfinite(x), rho, 0.0)
 
 
 def saturation_point(a: float, beta: float) -> float:
@@ -215,18 +239,52 @@ class GGPair:
         x = inverse_loss(t, self.a, self.beta)
         return gg_sf(x - self.a, self.beta, 1.0), gg_sf(x, self.beta, 1.0)
 
-    def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(P‖Q) = P(ℓ > log α) − α Q(ℓ > log α); = 1 − α for α ≤ 0 (``log_alpha``: log α if known)."""
+    def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None, *, upper: bool = True) -> np.ndarray:
+        r"""H_α(P‖Q) = P(ℓ > log α) − α Q(ℓ > log α), rounded up: the value computed plus a bound on its error
+        (Lemma R9), capped at 1, so ≥ the exact H_α; = 1 − α for α ≤ 0 (``log_alpha``: log α if known;
+        ``upper=False``: the value computed, to nearest, for comparisons with closed forms).
+
+        Error bound: 1.01·(ρ_P·S_P + α·ρ_Q·S_Q) (the tail functions, :func:`sf_relative_error`; S_P is read at the
+        rounded x* − a) + SF_ATOL·(1 + α) where S_P, S_Q are below the normal range + 3u·(S_P + α·S_Q) (the
+        product and the difference) + 4.04·α·q(x*)·r²/ℓ'(x*) (the threshold:
+        H_α is the supremum over thresholds, so a root x* with residual r = |ℓ(x*) − log α| loses only a second-order
+        amount; r = |ℓ(x*) − log α| as computed + 16u(|log α| + |ℓ(x*)|)); and at
+        most (1 + ρ_P)·S_P + SF_ATOL, since H_α ≤ P(ℓ > log α)."""
         alpha = np.asarray(alpha, dtype=np.float64)
         pos = alpha > 0
         t = _safe_log(alpha, pos, log_alpha)
-        sp, sq = self.sf_pq(t)
-        h = np.maximum(sp - alpha * sq, 0.0)
+        x = inverse_loss(t, self.a, self.beta)
+        sp, sq = gg_sf(x - self.a, self.beta, 1.0), gg_sf(x, self.beta, 1.0)
+        a_sq = alpha * sq
+        if not upper:
+            return np.where(pos, np.maximum(sp - a_sq, 0.0), 1.0 - alpha)
+        rho_p = 1.01 * sf_relative_error(x - self.a, self.beta, True) + 3.0 * _U
+        tiny = SF_ATOL * ((sp < 1e-290) + alpha * (sq < 1e-290))  # results below the normal range
+        err = rho_p * sp + (1.01 * sf_relative_error(x, self.beta, False) + 3.0 * _U) * a_sq + tiny
+        fin = np.isfinite(x) & pos
+        loose = np.zeros(x.shape, dtype=bool)
+        if fin.any():
+            xf, tf = x[fin], t[fin]
+            d = _dloss(xf, self.a, self.beta)
+            lf = loss(xf, self.a, self.beta)
+            r = np.abs(lf - tf) + 16.0 * _U * (np.abs(tf) + np.abs(lf))  # |ℓ(x*) − log α|, ℓ to a few ulp
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                dx = r / d  # ≥ the distance to the exact threshold
+                thr = 4.04 * alpha[fin] * np.exp(gg_log_prob(xf, self.beta, 1.0)) * r * dx
+            # the factor 4 covers q and ℓ' varying by 2× between x* and the exact threshold; where that distance is
+            # not tiny, only the cap below is used
+            bad = ~(dx <= 1e-6 * (1.0 + np.abs(xf)))
+            loose[fin] = bad
+            err[fin] += np.where(bad, 0.0, thr)
+        check_finite(err, f"error bound of the GG pair's curve (a={self.a}, beta={self.beta})")
+        # H_α ≤ P(ℓ > log α) ≤ (1 + ρ_P)·S_P + SF_ATOL: the bound does not grow with α where both tails vanish
+        cap = (1.0 + rho_p) * sp + SF_ATOL
+        h = np.minimum(np.where(loose, cap, np.minimum(np.maximum(sp - a_sq, 0.0) + err, cap)), 1.0)
         return np.where(pos, h, 1.0 - alpha)
 
-    def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
+    def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None, *, upper: bool = True) -> np.ndarray:
         r"""H_α(Q‖P) = H_α(P‖Q) by the reflection x ↦ a − x, which swaps P and Q."""
-        return self.h_pq(alpha, log_alpha)
+        return self.h_pq(alpha, log_alpha, upper=upper)
 
     def loss_window(self) -> Tuple[float, float]:
         """Loss values outside of which both P and Q carry < TAIL_MASS."""
