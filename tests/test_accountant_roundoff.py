@@ -237,7 +237,8 @@ def test_a_failed_tilted_composition_keeps_the_plain_certified_bound(monkeypatch
 
     monkeypatch.setattr(composition, "_certified_composition", failing)
     plain = api._compose_tight(segs, delta, "remove", eps_error, delta_error).epsilon_upper
-    assert len(lams) == 2 and lams[0] == 0.0 and lams[1] > 0  # the tilted run was tried and failed
+    # the tilted runs (λ and the milder TILT_MILD·λ) were tried and failed
+    assert len(lams) == 3 and lams[0] == 0.0 and lams[1] > 0 and lams[2] == pytest.approx(composition.TILT_MILD * lams[1])
     exact = _gaussian_epsilon(math.sqrt(steps) / sigma, delta)
     assert math.isfinite(plain) and exact <= tilted <= plain, (exact, tilted, plain)
 
