@@ -42,12 +42,21 @@ def _loss_exact(x: mp.mpf, a: mp.mpf, b: mp.mpf) -> mp.mpf:
     return (abs(x) ** b - abs(x - a) ** b) / b
 
 
-def _h_exact(a: float, beta: float, t: float) -> mp.mpf:
-    """H_{e^t}(P_a‖Q) with the threshold solved in mpmath (bisection on ℓ, monotone), tails in mpmath."""
-    am, b, tm = mp.mpf(a), mp.mpf(beta), mp.mpf(t)
+def _h_exact(a: float, beta: float, alpha: float) -> mp.mpf:
+    """H_α(P_a‖Q) at the double α, with the threshold solved in mpmath (bisection on ℓ, monotone), tails in mpmath;
+    β = 1 in closed form (Lemma L1: 1 − α, 1 − ½e^{(log α − a)/2}·2·½… as the tails give, 0 above the top atom)."""
+    am, b, tm = mp.mpf(a), mp.mpf(beta), mp.log(mp.mpf(alpha))
+    if b == 1:
+        if tm >= am:
+            return mp.mpf(0)
+        if tm <= -am:
+            return 1 - mp.mpf(alpha)
+        x = (tm + am) / 2
+        return _sf_exact(x - am, b) - mp.mpf(alpha) * _sf_exact(x, b)
+    t = float(tm)
     x0 = float(inverse_loss(np.array([t]), a, beta)[0])
     if not math.isfinite(x0):
-        return mp.mpf(1) - mp.e ** tm if x0 < 0 else mp.mpf(0)
+        x0 = -1e3 if x0 < 0 else 1e3
     lo, hi = mp.mpf(x0) - 1e-6 * (1 + abs(x0)), mp.mpf(x0) + 1e-6 * (1 + abs(x0))
     while _loss_exact(lo, am, b) > tm:
         lo -= 1 + abs(lo)
@@ -57,7 +66,7 @@ def _h_exact(a: float, beta: float, t: float) -> mp.mpf:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if _loss_exact(mid, am, b) < tm else (lo, mid)
     x = (lo + hi) / 2
-    return max(_sf_exact(x - am, b) - mp.e ** tm * _sf_exact(x, b), mp.mpf(0))
+    return max(_sf_exact(x - am, b) - mp.mpf(alpha) * _sf_exact(x, b), mp.mpf(0))
 
 
 def _sf_sweep(betas, n_log, n_uniform, seed):
@@ -97,23 +106,26 @@ def _grid_ts(a: float, beta: float) -> np.ndarray:
     P(ℓ > t) ≈ αQ(ℓ > t) cancel (t up to ℓ at |x|^β/β = 60 beyond the shift)."""
     top = float(loss(np.array([a + (60.0 * beta) ** (1 / beta)]), a, beta)[0]) if beta > 1 else a
     top = min(top, 700.0)  # α = e^t finite
-    return np.concatenate([np.linspace(-min(top, 30.0), min(top, 30.0), 9), top * (1 - np.logspace(-1, -6, 6))])
+    ts = np.concatenate([np.linspace(-min(top, 30.0), min(top, 30.0), 9), top * (1 - np.logspace(-1, -6, 6))])
+    return np.concatenate([ts, [a, -a, np.nextafter(a, 0.0), np.nextafter(a, 2 * a + 1)]])  # β = 1: its atoms
 
 
 @pytest.mark.parametrize("beta", [1.0, 1.001, 1.05, 1.5, 2.0, 3.0, 10.0])
 @pytest.mark.parametrize("a", [1e-3, 0.05, 1.0, 10.0])
 def test_curve_is_rounded_up_and_not_by_much(beta, a):
+    """At the double α = fl(e^t), read with log α computed and with t passed as ``log_alpha`` (one rounding apart)."""
     pair = GGPair(a, beta)
     ts = _grid_ts(a, beta)
-    up = pair.h_pq(np.exp(ts), ts)
-    near = pair.h_pq(np.exp(ts), ts, upper=False)
+    al = np.exp(ts)
     x = inverse_loss(ts, a, beta)
-    scale = sf(x - a, beta, 1.0) + np.exp(ts) * sf(x, beta, 1.0)  # S_P + αS_Q: what the error bound scales with
+    scale = sf(x - a, beta, 1.0) + al * sf(x, beta, 1.0)  # S_P + αS_Q: what the error bound scales with
     with mp.workdps(DPS):
-        for t, u, n, s in zip(ts, up, near, scale):
-            e = _h_exact(a, beta, float(t))
-            assert mp.mpf(float(u)) >= e, (t, u, float(e))
-            assert float(u) - float(e) <= 1e-10 * s + 2 * SF_ATOL * (1 + math.exp(t)), (t, u, float(e))
+        exact = [_h_exact(a, beta, float(v)) for v in al]
+        for up in (pair.h_pq(al), pair.h_pq(al, ts), pair.h_qp(al, ts)):
+            for t, u, e, s in zip(ts, up, exact, scale):
+                assert mp.mpf(float(u)) >= e, (t, u, float(e))
+                slack = 1e-10 * s + 2 * SF_ATOL * (1 + math.exp(t)) + 64 * 2.0 ** -53 * (1 + abs(t) + a) * (beta == 1)
+                assert float(u) - float(e) <= slack, (t, u, float(e))
 
 
 def test_value_to_nearest_falls_below_the_exact_curve_where_the_tails_cancel():
@@ -123,8 +135,8 @@ def test_value_to_nearest_falls_below_the_exact_curve_where_the_tails_cancel():
     with mp.workdps(DPS):
         for beta, a in ((1.001, 0.3), (1.05, 0.05), (1.2, 0.05)):
             ts = _grid_ts(a, beta)
-            near = GGPair(a, beta).h_pq(np.exp(ts), ts, upper=False)
-            below += sum(mp.mpf(float(n)) < _h_exact(a, beta, float(t)) for t, n in zip(ts, near))
+            near = GGPair(a, beta).h_pq(np.exp(ts), upper=False)
+            below += sum(mp.mpf(float(n)) < _h_exact(a, beta, float(v)) for v, n in zip(np.exp(ts), near))
     assert below > 0
 
 

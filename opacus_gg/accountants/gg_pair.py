@@ -81,7 +81,7 @@ RESIDUAL_TOL = 1e-12
 
 #: relative error assumed of :func:`opacus_gg.distribution.sf` at an exactly represented argument, per unit of
 #: 1 + z/800, z = |x|^β/β (scipy's incomplete gamma functions, ``ndtr`` at β = 2, ``exp`` at β = 1, and the rounding of
-#: z inside): measured ≤ 2.2e-13 against 40-digit mpmath over 23 β ∈ [1, 64], z ∈ [1e-14, 800], both signs
+#: z inside): measured ≤ 2.3e-13 against 40-digit mpmath over 23 β ∈ [1, 64], z ∈ [1e-14, 800], both signs
 #: (docs/accounting.md, Lemma R9; tests/test_gg_pair_roundoff.py keeps a sample); ~10× that. An assumption checked by
 #: measurement, not a proof.
 SF_RTOL = 2e-12
@@ -248,8 +248,10 @@ class GGPair:
         rounded x* − a) + SF_ATOL·(1 + α) where S_P, S_Q are below the normal range + 3u·(S_P + α·S_Q) (the
         product and the difference) + 4.04·α·q(x*)·r²/ℓ'(x*) (the threshold:
         H_α is the supremum over thresholds, so a root x* with residual r = |ℓ(x*) − log α| loses only a second-order
-        amount; r = |ℓ(x*) − log α| as computed + 16u(|log α| + |ℓ(x*)|)); and at
-        most (1 + ρ_P)·S_P + SF_ATOL, since H_α ≤ P(ℓ > log α)."""
+        amount; r = |ℓ(x*) − log α| as computed + 16u(1 + |log α| + |ℓ(x*)|)); and at most (1 + ρ_P)·S_P +
+        SF_ATOL + 2.02·p(x*)·r/ℓ'(x*), since H_α ≤ P(ℓ > log α) at the exact threshold. At β = 1, where log α is within
+        rounding of the top atom's loss a, + 16u(1 + |log α| + a). Where the threshold is not pinned down (r/ℓ' >
+        1e-6(1 + |x*|): ℓ flat), the threshold's term is 1.01·α·r and the cap is 1."""
         alpha = np.asarray(alpha, dtype=np.float64)
         pos = alpha > 0
         t = _safe_log(alpha, pos, log_alpha)
@@ -261,25 +263,37 @@ class GGPair:
         rho_p = 1.01 * sf_relative_error(x - self.a, self.beta, True) + 3.0 * _U
         tiny = SF_ATOL * ((sp < 1e-290) + alpha * (sq < 1e-290))  # results below the normal range
         err = rho_p * sp + (1.01 * sf_relative_error(x, self.beta, False) + 3.0 * _U) * a_sq + tiny
+        # H_α ≤ P(ℓ > log α) = S_P at the exact threshold (below: + the P-mass between it and x*): the bound does not
+        # grow with α where both tails vanish
+        cap = (1.0 + rho_p) * sp + SF_ATOL
         fin = np.isfinite(x) & pos
         loose = np.zeros(x.shape, dtype=bool)
         if fin.any():
             xf, tf = x[fin], t[fin]
             d = _dloss(xf, self.a, self.beta)
             lf = loss(xf, self.a, self.beta)
-            r = np.abs(lf - tf) + 16.0 * _U * (np.abs(tf) + np.abs(lf))  # |ℓ(x*) − log α|, ℓ to a few ulp
+            # |ℓ(x*) − log α|: the residual as computed, ℓ to a few ulp, and log α itself (computed, or passed as
+            # ``log_alpha``: one rounding of exp or log away)
+            r = np.abs(lf - tf) + 16.0 * _U * (1.0 + np.abs(tf) + np.abs(lf))
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                 dx = r / d  # ≥ the distance to the exact threshold
                 thr = 4.04 * alpha[fin] * np.exp(gg_log_prob(xf, self.beta, 1.0)) * r * dx
-            # the factor 4 covers q and ℓ' varying by 2× between x* and the exact threshold; where that distance is
-            # not tiny, only the cap below is used
+                move = 2.02 * np.exp(gg_log_prob(xf - self.a, self.beta, 1.0)) * dx
+            # the factors cover q, p and ℓ' varying by 2× between x* and the exact threshold; where that distance is
+            # not tiny (ℓ flat: large β near a/2, or ℓ' underflowing), the Q-mass between them is only bounded by 1:
+            # the loss is ≤ α(e^r − 1) ≤ 1.01αr, and the cap is not used
             bad = ~(dx <= 1e-6 * (1.0 + np.abs(xf)))
             loose[fin] = bad
-            err[fin] += np.where(bad, 0.0, thr)
+            err[fin] += np.where(bad, 1.01 * alpha[fin] * r, thr)
+            cap[fin] += np.where(bad, 0.0, move)
+        if self.beta == 1.0:
+            # the top atom (ℓ = a): where fl(log α) ≥ a but log α may be below a, x* = +∞ reads H = 0, while
+            # H_α = ½(1 − α e^{−a}) ≤ ½(a − log α) there
+            win = 16.0 * _U * (1.0 + np.abs(t) + self.a)
+            top = np.where(pos & np.isposinf(x) & (t - self.a <= win), win, 0.0)
+            err, cap = err + top, cap + top
         check_finite(err, f"error bound of the GG pair's curve (a={self.a}, beta={self.beta})")
-        # H_α ≤ P(ℓ > log α) ≤ (1 + ρ_P)·S_P + SF_ATOL: the bound does not grow with α where both tails vanish
-        cap = (1.0 + rho_p) * sp + SF_ATOL
-        h = np.minimum(np.where(loose, cap, np.minimum(np.maximum(sp - a_sq, 0.0) + err, cap)), 1.0)
+        h = np.minimum(np.maximum(sp - a_sq, 0.0) + err, np.where(loose, 1.0, np.minimum(cap, 1.0)))
         return np.where(pos, h, 1.0 - alpha)
 
     def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None, *, upper: bool = True) -> np.ndarray:
