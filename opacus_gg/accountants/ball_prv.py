@@ -67,7 +67,7 @@ class TableSpec:
     like (m/a_0)^p·J, so the cells stop refining at m = refine_to; beyond it the mass step is divided by
     ⌈m/refine_to⌉ (:meth:`mass_steps`; σ = 0.3: the excess 1.017–1.041 → 1.011–1.033 for 2× the states).
     Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the equal-spread PRV at
-    β = p ≤ 1.5, σ ≥ 0.5, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
+    β = p ≤ 1.5, σ ≥ 0.4, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
 
     a0: float = 0.03
     ratio_low: float = 1.02
