@@ -12,7 +12,10 @@ For each setting (β, p, σ, q, T, d, δ) prints:
   below ``eq-lower`` is suspect, not proof of a bug); ``1-coord lower``: the lower end of the PRV of the whole shift on one coordinate (d = 1, exact
   up to its bracket), a rigorous lower bound on the true ε: a proven bound below it is a soundness bug (flagged);
 - ``renyi``: the proven Rényi bound over the ℓp ball (``details["epsilon_rdp"]``);
-- ``published``: ``compute_epsilon(..., ball_bound="table").epsilon`` (the smaller of table and Rényi);
+- ``gaussian``: the PRV ε of the Gaussian that dominates the whole ball (Lemma N, 1 ≤ β ≤ 2;
+  ``details["epsilon_gaussian_domination"]``, "-" where it is not computed: β > 2, skipped by its cost gate, or
+  out of the PRV's range);
+- ``published``: ``compute_epsilon(..., ball_bound="table").epsilon`` (the smallest of table, Rényi and Gaussian);
 - the ratios table / eq-spread and Rényi / eq-spread; the table's build time, states (pairs computed) and
   connect-the-dots round-off C; the process's peak resident memory after the build (``ru_maxrss``: run one
   (β, p, σ) per process to read it per table); the time of the two ε computations after the build.
@@ -119,6 +122,7 @@ def run(s: Setting, refine_to: Optional[float], built: set) -> dict:
     row["warnings"] = [str(w.message).splitlines()[0] for w in caught]
     bracket = rep.prv_bracket()
     row.update(published=rep.epsilon, method=rep.method, renyi=rep.details.get("epsilon_rdp"),
+               gauss=rep.details.get("epsilon_gaussian_domination"),
                scope=bracket["scope"], prv_failed=rep.details.get("prv_failed"),
                table_in_report=rep.details.get("epsilon_ball_table"))
     if bracket["scope"] == "equal_spreads" and "prv_failed" not in rep.details:
@@ -210,6 +214,7 @@ def print_row(r: dict) -> None:
         flag += f" (report's table eps {r['table_in_report']:.6f} differs)"
     build = "cached" if r.get("build") is None else f"{r['build']:.1f}"
     print(head + f" {_up(tb)} | {_up(es)} | {_down(r.get('spread_lower'))} | {_down(r.get('one_lower'))} | {_up(rn)} |"
+          f" {_up(r.get('gauss'))} |"
           f" {_up(r.get('published'))} | {_up(tb / es if tb and es else None, 3)} | {_up(rn / es if rn and es else None, 3)} |"
           f" {build} | {r['states']} | {r['roundoff']:.1e} | {r['peak']:.0f} | {_f(r.get('compute'), '.1f')} |"
           + flag + (f" ERROR {r['error']}" if "error" in r else "")
@@ -259,9 +264,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec (default_spec(p)) {shown}, refine_to "
           f"{args.refine_to or 'default'}; table eps = max over remove/add; peak RSS before any table "
           f"{_peak_mib():.0f} MiB")
-    print("| beta | p | sigma | q | T | d | delta | table | eq-spread | eq-lower | 1-coord lower | renyi | published |"
-          " table/eq | renyi/eq | build s | states | C | peak MiB | eps s |")
-    print("|" + "---|" * 20)
+    print("| beta | p | sigma | q | T | d | delta | table | eq-spread | eq-lower | 1-coord lower | renyi | gaussian |"
+          " published | table/eq | renyi/eq | build s | states | C | peak MiB | eps s |")
+    print("|" + "---|" * 21)
     built: set = set()
     for s in settings:
         print_row(run(s, args.refine_to, built))
