@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from opacus_gg.accountants import api, composition
+from opacus_gg.accountants.checks import UNIT_ROUNDOFF
 from opacus_gg.accountants.gg_pair import SF_ATOL, SF_RTOL, GGPair, inverse_loss, loss
 from opacus_gg.accountants.history import Segment
 from opacus_gg.distribution import sf
@@ -124,7 +125,7 @@ def test_curve_is_rounded_up_and_not_by_much(beta, a):
         for up in (pair.h_pq(al), pair.h_pq(al, ts), pair.h_qp(al, ts)):
             for t, u, e, s in zip(ts, up, exact, scale):
                 assert mp.mpf(float(u)) >= e, (t, u, float(e))
-                slack = 1e-10 * s + 2 * SF_ATOL * (1 + math.exp(t)) + 64 * 2.0 ** -53 * (1 + abs(t) + a) * (beta == 1)
+                slack = 1e-10 * s + 2 * SF_ATOL * (1 + math.exp(t)) + 64 * UNIT_ROUNDOFF * (1 + abs(t) + a) * (beta == 1)
                 assert float(u) - float(e) <= slack, (t, u, float(e))
 
 

@@ -26,7 +26,7 @@ from scipy import special
 from ..distribution import cdf as gg_cdf
 from ..distribution import log_prob as gg_log_prob
 from ..distribution import sf as gg_sf
-from .checks import AccountingError, check_finite
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
 
 __all__ = ["GGPair", "inverse_loss", "loss", "TAIL_MASS", "SF_RTOL", "SF_ATOL", "sf_relative_error"]
 
@@ -88,7 +88,7 @@ SF_RTOL = 2e-12
 #: absolute error assumed of the same where the value is below the normal range (subnormal results, flushes to 0):
 #: measured ≤ 2.2e-304
 SF_ATOL = 1e-300
-_U = 2.0 ** -53
+_U = UNIT_ROUNDOFF
 
 
 def sf_relative_error(x: np.ndarray, beta: float, argument_rounded: bool) -> np.ndarray:

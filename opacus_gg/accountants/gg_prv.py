@@ -83,8 +83,8 @@ class GGPRVAccountant(IAccountant):
 
         Computes the proven number only (:func:`.api.proven_epsilon_history`): for β ≠ 2, d > 1, p < ∞ the
         Rényi bound over the ℓp ball (or, for β ≤ 2 where smaller, the dominating Gaussian's PRV), without the
-        equal-spread PRV that the report prints beside it, so printing ε every few steps stays cheap. Empty history: 0 (as Opacus's ``RDPAccountant``). A σ = 0
-        step: ``math.inf`` with a UserWarning.
+        equal-spread PRV that the report prints beside it, so printing ε every few steps stays cheap. Empty
+        history: 0 (as Opacus's ``RDPAccountant``). A σ = 0 step: ``math.inf`` with a UserWarning.
         """
         hist = [self._complete(e) for e in self.history]
         return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
