@@ -46,6 +46,7 @@ __all__ = [
     "rdp_ball_curves",
     "rdp_ball_epsilon",
     "rdp_ball_delta",
+    "rdp_deltas",
     "combine",
     "clear_caches",
 ]
@@ -635,14 +636,20 @@ def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optiona
     curves = rdp_ball_curves(segments, orders)
     if curves is None:
         return 0.0
-    a = np.asarray(orders, dtype=np.float64)
-    worst = 0.0
-    for rdp in curves.values():
-        with np.errstate(over="ignore", invalid="ignore"):
-            log_d = (a - 1.0) * (rdp - float(epsilon)) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)
-        log_d = np.where(np.isfinite(log_d), log_d, np.inf)
-        worst = max(worst, float(np.exp(min(float(np.min(log_d)), 0.0))))
-    return min(1.0, worst * (1.0 + _FP_SLACK))
+    return float(max(rdp_deltas(rdp, orders, [float(epsilon)])[0] for rdp in curves.values()))
+
+
+def rdp_deltas(rdp: np.ndarray, orders: Sequence[int], epsilons: Sequence[float]) -> np.ndarray:
+    r"""δ(ε) ≤ min_α exp((α−1)(RDP(α) − ε) + (α−1)·log(1 − 1/α) − log α) (Balle et al. 2020, the conversion of
+    :func:`rdp_ball_delta`) of one direction's RDP curve at every ε of ``epsilons``, capped at 1 and rounded up by
+    the relative slack ``_FP_SLACK``; an order with RDP = ∞ gives no bound."""
+    a = np.asarray(orders, dtype=np.float64)[None, :]
+    eps = np.asarray(epsilons, dtype=np.float64)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        log_d = (a - 1.0) * (np.asarray(rdp, dtype=np.float64)[None, :] - eps) + (a - 1.0) * np.log1p(-1.0 / a) \
+            - np.log(a)
+    log_d = np.where(np.isfinite(log_d), log_d, np.inf)
+    return np.minimum(1.0, np.exp(np.minimum(np.min(log_d, axis=1), 0.0)) * (1.0 + _FP_SLACK))
 
 
 def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("nan")) -> EpsilonReport:
