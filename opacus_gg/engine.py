@@ -483,3 +483,14 @@ class GGPrivacyEngine(PrivacyEngine):
         """ε spent so far at δ (a certified upper bound with ``gg_prv``, 0 before any step), as Opacus's
         ``get_epsilon``; with a Gaussian accountant exactly Opacus's accountant's answer."""
         return self.accountant.get_epsilon(validate_delta(delta))
+
+    def get_tradeoff(self, delta: float, **kwargs):
+        """The proven trade-off curve so far (:class:`.accountants.tradeoff.TradeoffReport`: the TPR bound of any
+        membership-inference attack at every FPR, μ-GDP, the proven ε at δ), the query beside ``get_epsilon``;
+        with a Gaussian accountant, the curve of its history (σ, q, steps) as β = 2 steps."""
+        delta = validate_delta(delta)
+        if hasattr(self.accountant, "get_tradeoff"):
+            return self.accountant.get_tradeoff(delta, **kwargs)
+        from .accountants.tradeoff import compute_tradeoff_history
+
+        return compute_tradeoff_history(list(self.accountant.history), delta, **kwargs)

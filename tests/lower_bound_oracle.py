@@ -204,3 +204,37 @@ def epsilon_lower(history: Sequence[Tuple], delta: float, shift: Sequence[float]
         steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
         best = max(best, epsilon_lower_from_pmf(compose(steps, tail), delta, hh))
     return best
+
+
+def tpr_lower_from_pmf(pmf: Pmf, fpr: Sequence[float], h: float) -> np.ndarray:
+    r"""A lower bound on the largest TPR at each FPR α of the ordering whose δ_PQ this PMF bounds from below.
+
+    For a pair (P, Q) the largest TPR at FPR α is inf over ε ∈ ℝ of e^ε α + δ_PQ(ε) (the convex dual), and δ' ≤ δ_PQ
+    at every ε (item 2 holds for negative ε too), so inf_ε e^ε α + δ'(ε) is below it. With δ'(ε) = D1_{j+1} −
+    e^ε D2_{j+1} on [l_j, l_{j+1}] (suffix sums of m and m·e^{−l}) the function is D1 + e^ε(α − D2) there, monotone,
+    so the infimum is at a loss l_j or at ε → −∞ (the total mass D1_0): exact over the grid. Round-off: each value
+    is lowered by 4(n + 8)u·D1_{j+1} (the suffix sums' error) and by the relative factor of item 4.
+    """
+    k0, m = pmf
+    n = len(m)
+    loss = (k0 + np.arange(n)) * h
+    d1 = np.concatenate((np.cumsum(m[::-1])[::-1], [0.0]))
+    d2 = np.concatenate((np.cumsum((m * np.exp(-loss))[::-1])[::-1], [0.0]))
+    e = np.exp(loss)
+    base = d1[1:] - e * d2[1:] - 4.0 * (n + 8) * U * d1[1:]
+    vals = np.min(e[None, :] * np.asarray(fpr, dtype=np.float64)[:, None] + base[None, :], axis=1)
+    return _shrink(np.minimum(vals, d1[0]), n + 8)
+
+
+def tpr_lower(history: Sequence[Tuple], fpr: Sequence[float], shift: Sequence[float] = (1.0,), bins: int = 1500,
+              tail: float = 1e-15) -> np.ndarray:
+    r"""Lower bound on the largest membership-inference TPR at each FPR of a history ``[(σ, q, steps, β), ...]`` with
+    one fixed shift v: the larger over the two directions of :func:`tpr_lower_from_pmf` (each direction's PMF is one
+    ordering of the neighbouring pair; dropped tails only lower δ')."""
+    best = np.zeros(len(fpr))
+    for direction in ("remove", "add"):
+        widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
+        hh = max(max(widths) / bins, 1e-5)
+        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
+        best = np.maximum(best, tpr_lower_from_pmf(compose(steps, tail), fpr, hh))
+    return best

@@ -5,7 +5,8 @@ History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_nor
 (:mod:`.history`); equal consecutive steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
 :func:`opacus_gg.accountants.compute_epsilon_history` (computed alone, :func:`.api.proven_epsilon_history`) (max over add/remove adjacency and over every shift
 in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` also carries the
-equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven).
+equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven);
+``get_tradeoff`` the proven trade-off curve (the TPR bound of any membership-inference attack at every FPR).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..validation import validate_beta, validate_clip_norm_p, validate_dim
 from .api import compute_epsilon_history, proven_epsilon_history, validate_ball_bound
 from .history import append_step, parse_segment, validate_accountant_state
 from .report import EpsilonReport
+from .tradeoff import MU_FPR_MIN, TradeoffReport, compute_tradeoff_history
 
 __all__ = ["GGPRVAccountant"]
 
@@ -89,6 +91,16 @@ class GGPRVAccountant(IAccountant):
         hist = [self._complete(e) for e in self.history]
         return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
                                       ball_bound=self.ball_bound)
+
+    def get_tradeoff(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
+                     fpr_min: float = MU_FPR_MIN) -> TradeoffReport:
+        """The proven trade-off curve of the history (:func:`.tradeoff.compute_tradeoff_history`): ``tpr_upper(fpr)``
+        bounds the TPR of any membership-inference attack at each FPR, ``mu_gdp`` the μ-GDP it implies, with the
+        proven ε at ``delta`` (``get_epsilon``'s number) beside it; scoped "shuffled" as the reports are."""
+        hist = [self._complete(e) for e in self.history]
+        rep = compute_tradeoff_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
+                                       ball_bound=self.ball_bound, fpr_min=fpr_min)
+        return rep if self.poisson_sampling else dataclasses.replace(rep, scope="shuffled")
 
     def __len__(self) -> int:
         """Number of history entries (segments of identical steps), as Opacus's accountants define it;

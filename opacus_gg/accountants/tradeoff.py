@@ -34,9 +34,10 @@ Sources (:data:`SOURCE_TEXT`), each a proven upper bound, the published curve th
 Floating point: every line has slope ≥ 0 and intercept ≥ 0, so s·α + c is computed to a few units of round-off
 relative; every evaluated bound is multiplied by 1 + :data:`REL_SLACK`.
 
-μ-GDP. The smallest μ with TPR_up(α) ≤ Φ(Φ^{−1}(α) + μ) at every α ∈ [``fpr_min``, 1 − ``fpr_min``] (exactly
-μ-GDP only where the curve is G_μ's itself: a PRV or Rényi curve keeps TPR_up(0) ≥ its tail slack > 0, and by the
-same slack reaches 1 just below α = 1, where G_μ < 1, so the claim is made on that range and says so). Proof of
+μ-GDP. The smallest μ with TPR_up(α) ≤ Φ(Φ^{−1}(α) + μ) at every α with α ≥ ``fpr_min`` and TPR_up(α) ≤
+1 − ``fpr_min`` (both error rates at least fpr_min; exactly μ-GDP only where the curve is G_μ's itself: a PRV or
+Rényi curve keeps TPR_up(0) ≥ its tail slack > 0 and, by the same slack, 1 − TPR_up tiny just below α = 1, where
+G_μ's is not, so the claim is made on that range and says so: :attr:`TradeoffReport.mu_gdp_fpr_range`). Proof of
 "every α, not only a grid": g(α) = Φ(Φ^{−1}(α) + μ) is concave (g′(α) = exp(−μΦ^{−1}(α) − μ²/2) decreases); on
 each piece [a, b] of a partition of the range a single line ℓ of the
 family bounds TPR_up from above (TPR_up is the min over the lines), and g − ℓ is concave, so g ≥ ℓ on [a, b] iff
@@ -55,8 +56,8 @@ import numpy as np
 from scipy import special
 
 from ..validation import validate_delta, validate_delta_error, validate_positive
-from .api import (PRV_OUT_OF_RANGE, _ball_table_segments, _quiet_floats, gaussian_dominated_history,
-                  proven_epsilon_history, validate_ball_bound)
+from .api import (EPSILON_FLOOR, PRV_OUT_OF_RANGE, RELATIVE_MESH, _ball_table_segments, _quiet_floats,
+                  gaussian_dominated_history, proven_epsilon_history, validate_ball_bound)
 from .ball_rdp import rdp_ball_curves, rdp_deltas
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
 from .composition import _certified_composition, _checked_domain
@@ -116,16 +117,17 @@ def gaussian_mu_for(epsilon: float, delta: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------------- the lines
-def prv_deltas(segs: Sequence, direction: str, *, eps_error: float, delta_error: float) -> Tuple[np.ndarray,
-                                                                                                  np.ndarray]:
+def prv_deltas(segs: Sequence, direction: str, *, eps_error: float, delta_error: float,
+               mesh: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
     r"""(ε_k, δ_up(ε_k)) at every grid point ε_k = t_k ≥ 0 of one composition in ``direction``: what
     :func:`.composition.compose_delta` gives at one ε, at all of them from one composition.
 
     δ(t_k) = Σ_{j > k} p_j (1 − e^{t_k − t_j}) = D1_{k+1} − e^{t_k} D2_{k+1} (suffix sums of p and p·e^{−t}); their
     round-off (cumulative sums of n terms, an exp) is ≤ 3n·u·Σ_{j > k}|p_j|, added; plus the FFT round-off bound
     B (Lemma R3, the suffix from k: ≥ the one compose_delta reads), δ_error/4 (tails) and the one-step PMFs'
-    budget (Lemma R5). An underflowed p_j·e^{−t_j} only raises δ. Points with t_k ≥ 700 are left out (e^{t_k})."""
-    domain, steps, rho, _, budget = _checked_domain(segs, direction, delta_error, eps_error)
+    budget (Lemma R5). An underflowed p_j·e^{−t_j} only raises δ. Points with t_k ≥ 700 are left out (e^{t_k}).
+    ``mesh``: at most this grid spacing (the accountant's refinement, :func:`.api._compose_tight`)."""
+    domain, steps, rho, _, budget = _checked_domain(segs, direction, delta_error, eps_error, mesh=mesh)
     cert = _certified_composition(steps, domain, 0.0)
     t, p = cert.ts, cert.pmf
     with np.errstate(under="ignore"):
@@ -246,8 +248,10 @@ class TradeoffReport:
         proven by the concavity argument of the module docstring; None where no finite μ does (TPR_up = 1 inside)."""
         if self.gaussian_mu is not None:
             return float(self.gaussian_mu)
+        if self.sources == ("empty",):  # TPR = FPR: G_0
+            return 0.0
         if not self._envelopes:
-            return None if "noiseless" in self.sources else 0.0
+            return None
         ends, values = self._piece_ends()
         if np.any(values * (1.0 + GAUSSIAN_SLACK) >= 1.0):
             return None
@@ -260,21 +264,33 @@ class TradeoffReport:
 
     @property
     def mu_gdp_fpr_range(self) -> Tuple[float, float]:
-        """The FPRs where :attr:`mu_gdp` is claimed: [fpr_min, 1 − fpr_min], or [0, 1] where the curve is G_μ's."""
-        return (0.0, 1.0) if self.gaussian_mu is not None else (self.fpr_min, 1.0 - self.fpr_min)
+        """The FPRs where :attr:`mu_gdp` is claimed: from fpr_min to where TPR_up reaches 1 − fpr_min (module
+        docstring), or [0, 1] where the curve is G_μ's."""
+        if self.gaussian_mu is not None or not self._envelopes:
+            return (0.0, 1.0)
+        return (self.fpr_min, float(np.max(self._piece_ends()[0])))
 
     def _piece_ends(self) -> Tuple[np.ndarray, np.ndarray]:
         """(α, ℓ(α)) at both ends of every envelope piece within :attr:`mu_gdp_fpr_range` of every role, ℓ the
-        piece's line, rounded up by :data:`REL_SLACK` (the points the μ-GDP proof checks)."""
-        ends, values = [], []
-        a0, a1 = self.mu_gdp_fpr_range
+        piece's line, rounded up by :data:`REL_SLACK` (the points the μ-GDP proof checks). The range ends where the
+        first role's envelope reaches 1 − fpr_min (TPR_up is the larger of the roles')."""
+        a0, top = self.fpr_min, 1.0 - self.fpr_min
+        pieces = []
         for xs, s, c in self._envelopes.values():
             right = np.concatenate((xs[1:], [1.0]))
-            on = (right > a0) & (xs < a1)
-            lo, hi = np.maximum(xs[on], a0), np.minimum(right[on], a1)
-            for a in (lo, hi):
+            with np.errstate(divide="ignore"):  # where the line reaches TPR = 1 − fpr_min (s = 0: never or at once)
+                cross = np.where(s > 0, (top - c) / np.where(s > 0, s, 1.0), np.where(c <= top, np.inf, -np.inf))
+            pieces.append((np.maximum(xs, a0), np.minimum(np.minimum(right, 1.0), cross), s, c))
+        a1 = min(float(np.max(hi[hi > lo], initial=a0)) for lo, hi, _, _ in pieces)
+        ends, values = [], []
+        for lo, hi, s, c in pieces:
+            hi = np.minimum(hi, a1)
+            on = hi > lo
+            for a in (lo[on], hi[on]):
                 ends.append(a)
                 values.append((s[on] * a + c[on]) * (1.0 + REL_SLACK))
+        if not sum(e.size for e in ends):  # the envelope is above 1 − fpr_min from fpr_min on
+            return np.array([a0]), np.array([1.0])
         return np.concatenate(ends), np.concatenate(values)
 
     def curve(self, n: int = 400, fpr_min: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
@@ -312,9 +328,12 @@ def _add_lines(acc: Dict[str, List], by_dir: Dict[str, Tuple[np.ndarray, np.ndar
 ROLES = {"remove_is_pq": ("remove", "add"), "add_is_pq": ("add", "remove")}
 
 
-def _prv_by_direction(segs: Sequence, eps_error: float, delta_error: float):
+def _prv_by_direction(segs: Sequence, eps_error: float, delta_error: float, epsilon: float):
+    """{direction: :func:`prv_deltas`} on the accountant's mesh for ``epsilon`` (RELATIVE_MESH · max(ε, floor))."""
+    mesh = RELATIVE_MESH * max(epsilon, EPSILON_FLOOR) if math.isfinite(epsilon) else None
     with _quiet_floats():
-        return {d: prv_deltas(segs, d, eps_error=eps_error, delta_error=delta_error) for d in ("remove", "add")}
+        return {d: prv_deltas(segs, d, eps_error=eps_error, delta_error=delta_error, mesh=mesh)
+                for d in ("remove", "add")}
 
 
 def _rdp_by_direction(segs: Sequence[Segment]):
@@ -353,7 +372,7 @@ def compute_tradeoff_history(history: Sequence[Sequence], delta: float, *, eps_e
     details: Dict[str, object] = {}
     if all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
         try:
-            _add_lines(acc, _prv_by_direction(segs, eps_error, delta_error))
+            _add_lines(acc, _prv_by_direction(segs, eps_error, delta_error, epsilon))
             sources.append("prv")
         except PRV_OUT_OF_RANGE as e:
             details["prv_failed"] = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -367,7 +386,7 @@ def compute_tradeoff_history(history: Sequence[Sequence], delta: float, *, eps_e
                 sources.append("gaussian")
             else:
                 try:
-                    _add_lines(acc, _prv_by_direction(gauss, eps_error, delta_error))
+                    _add_lines(acc, _prv_by_direction(gauss, eps_error, delta_error, epsilon))
                     sources.append("prv_gaussian")
                 except PRV_OUT_OF_RANGE as e:
                     details["prv_gaussian_failed"] = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -375,7 +394,7 @@ def compute_tradeoff_history(history: Sequence[Sequence], delta: float, *, eps_e
             pair_segs = _ball_table_segments(segs, None)
             if pair_segs is not None:
                 try:
-                    _add_lines(acc, _prv_by_direction(pair_segs, eps_error, delta_error))
+                    _add_lines(acc, _prv_by_direction(pair_segs, eps_error, delta_error, epsilon))
                     sources.append("prv_table")
                 except PRV_OUT_OF_RANGE as e:
                     details["prv_table_failed"] = str(e).splitlines()[0] if str(e) else type(e).__name__
