@@ -78,6 +78,14 @@ def check_one_epoch(name: str, data_root: Path, tmp_path: Path) -> None:
         csv_rows = list(csv.DictReader(f))
     assert list(csv_rows[0]) == ROW_KEYS and float(csv_rows[1]["epsilon"]) == eps
     assert json.loads((tmp_path / "results.json").read_text())["epsilon"] == eps
+    # the run record's proven trade-off curve: the engine's query, equal to the accountant's on the same history
+    from opacus_gg.accountants.tradeoff import compute_tradeoff
+
+    rec = json.loads((tmp_path / "results.json").read_text())["tradeoff"]
+    assert rec["fpr"] == [1e-3, 1e-2, 0.1] and rec["scope"] == "proven" and len(rec["curve"]["fpr"]) == 100
+    ref = compute_tradeoff(noise_multiplier=sigma, sample_rate=res["sample_rate"], steps=res["steps_per_epoch"],
+                           delta=res["target_delta"], beta=res["beta"], dim=res["dim"], clip_norm_p=res["clip_norm_p"])
+    assert rec["tpr_upper"] == pytest.approx(ref.tpr_upper(rec["fpr"]).tolist(), rel=1e-6)
 
 
 @pytest.mark.parametrize("name", ["cifar10_scatternet", "adult_fcn"])

@@ -34,6 +34,7 @@ from opacus_gg.validation import (
 
 SUBCOMMAND_MODULES = [
     "opacus_gg.cli.accounting",  # epsilon, noise-multiplier, curve
+    "opacus_gg.cli.tradeoff",  # tradeoff (the proven TPR bound of membership inference at each FPR)
     "opacus_gg.cli.train",  # train, sweep, report (the main job)
     "opacus_gg.cli.study",  # study (accuracy vs β at equal proven ε)
     "opacus_gg.cli.demo_data",  # demo-data

@@ -73,7 +73,7 @@ def build_config(args: argparse.Namespace) -> Dict[str, Any]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
-    from opacus_gg.experiments.train import epsilon_text, run
+    from opacus_gg.experiments.train import epsilon_text, run, tradeoff_text
 
     res = run(build_config(args))
     text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, "
@@ -83,6 +83,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         text += (f"; Opacus (Gaussian) at the same ε: test accuracy {base['test_accuracy']:.4f}, "
                  f"ε = {epsilon_text(base['epsilon'], base['epsilon_scope'])}")
     print(f"{text}; outputs in {res['config']['output_dir']}", flush=True)
+    line = tradeoff_text(res.get("tradeoff"))
+    if line:
+        print(line, flush=True)
     return 0
 
 

@@ -40,8 +40,8 @@ from .data import DataBundle, load_dataset
 from .features import cached_features, make_extractor, normalize_images
 from .models import build_model, count_parameters
 
-__all__ = ["run", "prepare_data", "make_privacy_engine", "epsilon_text", "free_output_dir", "adaptive_arguments",
-           "ROW_KEYS"]
+__all__ = ["run", "prepare_data", "make_privacy_engine", "epsilon_text", "tradeoff_text", "free_output_dir",
+           "adaptive_arguments", "ROW_KEYS"]
 
 ROW_KEYS = ["epoch", "train_loss", "test_loss", "test_accuracy", "epsilon", "epsilon_scope", "epsilon_paper",
             "epsilon_paper_scope", "noise_multiplier", "max_grad_norm", "beta", "dim", "steps", "wall_time"]
@@ -137,6 +137,32 @@ def _proven_epsilon(engine: Any, delta: float, eps_error: float) -> Tuple[float,
     """(ε, "proven"): the accountant's ``get_epsilon``, the number its full report publishes, computed without the
     equal-spread PRV printed beside it (seconds per call for β ≠ 2): the per-epoch ε of every row."""
     return engine.accountant.get_epsilon(delta, eps_error=eps_error), "proven"
+
+
+def _tradeoff_record(engine: Any, delta: float, eps_error: float, log: Callable[[str], None]) -> Dict[str, Any]:
+    """The run's proven trade-off curve (``engine.get_tradeoff``, :mod:`opacus_gg.accountants.tradeoff`): ``fpr`` and
+    ``tpr_upper`` at :data:`~opacus_gg.accountants.tradeoff.FPR_DEFAULT`, ``mu_gdp``, the scope and the curve on 100
+    FPRs; where its numerics refuse, ``{"error": why}`` and a logged warning (the model and ε are already saved)."""
+    from opacus_gg.accountants.tradeoff import FPR_DEFAULT
+
+    try:
+        return engine.get_tradeoff(delta, eps_error=eps_error).to_dict(FPR_DEFAULT, n=100)
+    except (ValueError, ArithmeticError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        log(f"warning: no trade-off curve for this run: {why}")
+        return {"error": why}
+
+
+def tradeoff_text(record: Optional[Dict[str, Any]]) -> Optional[str]:
+    """One line for the final summary: the proven TPR bounds at the recorded FPRs and μ-GDP; None without a curve."""
+    from opacus_gg.formatting import fmt_up
+
+    if not record or "error" in record:
+        return None
+    pts = ", ".join(f"≤ {fmt_up(t, 4)} at FPR {a:g}" for a, t in zip(record["fpr"], record["tpr_upper"]))
+    mu = record["mu_gdp"]
+    return (f"membership inference: TPR {pts} ({record['scope_text']})"
+            + ("" if mu is None else f"; mu-GDP with mu = {fmt_up(mu)}"))
 
 
 def _check_device(device: str) -> None:
@@ -385,6 +411,7 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                     "wall_time_per_epoch": elapsed / max(last["epoch"], 1)})
     inner = getattr(model, "_module", model)
     torch.save(inner.state_dict(), out / "model_final.pt")
+    summary["tradeoff"] = _tradeoff_record(engine, delta, p["eps_error"], log)
     if cfg["compare_opacus"]:
         summary["opacus_baseline"] = opacus_baseline(cfg, bundle, float(eps_fields["epsilon"]), progress, log)
     _write_outputs(out, rows, summary)
