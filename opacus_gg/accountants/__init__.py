@@ -9,7 +9,8 @@ Layout (one concept per file, as Opacus's ``accountants/analysis/prv/``): :mod:`
 :mod:`.profile` (one-step privacy profile), :mod:`.discretization` (dominating PMF, grid),
 :mod:`.composition` (ε and δ of a history), :mod:`.history` (segments), :mod:`.solver` (σ),
 :mod:`.api` (public functions), :mod:`.paper` (paper mode), :mod:`.spreads` (every equal spread),
-:mod:`.renyi` (per-coordinate Rényi moments), :mod:`.ball_rdp` (the proven Rényi bound over the ℓp ball).
+:mod:`.renyi` (per-coordinate Rényi moments), :mod:`.ball_rdp` (the proven Rényi bound over the ℓp ball),
+:mod:`.tradeoff` (the proven trade-off curve: the TPR bound of membership inference at every FPR).
 """
 
 from opacus.accountants.registry import register_accountant

@@ -1,6 +1,6 @@
 """The paper's figures beyond training: privacy curves ε(σ) per β (:mod:`.curves`), GG outlier probabilities
 (:mod:`.outliers`), the PATE/GGNMax experiments (:mod:`.pate_experiments`) and the β study's accuracy
-against β (:mod:`.beta_study`)."""
+against β (:mod:`.beta_study`) and the proven trade-off curve (:mod:`.tradeoff`)."""
 
 from __future__ import annotations
 
