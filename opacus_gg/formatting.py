@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-__all__ = ["DIGITS", "fmt_up", "fmt_down", "solver_progress"]
+__all__ = ["DIGITS", "fmt_up", "fmt_down", "fmt_up_significant", "solver_progress"]
 
 #: decimals printed by default
 DIGITS = 4
@@ -31,6 +31,15 @@ def fmt_up(x: float, digits: int = DIGITS) -> str:
 def fmt_down(x: float, digits: int = DIGITS) -> str:
     """x rounded *down* to ``digits`` decimals, exactly: ⌊x·10^digits⌋/10^digits (for lower bounds)."""
     return _fmt(x, digits, ROUND_FLOOR)
+
+
+def fmt_up_significant(x: float, significant: int = 5) -> str:
+    """x > 0 rounded *up* to ``significant`` significant digits (at least 4 decimals), exactly, for bounds that
+    span decades (a TPR bound at FPR 1e-5 and at 0.1): ``fmt_up_significant(0.00414071) == "0.0041408"``."""
+    x = float(x)
+    if not (math.isfinite(x) and x > 0):
+        return fmt_up(x)
+    return fmt_up(x, max(DIGITS, significant - 1 - math.floor(math.log10(x))))
 
 
 def solver_progress(sigma: float, epsilon: float, target: float) -> str:

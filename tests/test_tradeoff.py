@@ -191,3 +191,27 @@ def test_accountant_and_engine_give_the_same_curve():
     assert np.array_equal(rep.tpr_upper(FPR), ref.tpr_upper(FPR)) and rep.mu_gdp == ref.mu_gdp
     acc.poisson_sampling = False
     assert acc.get_tradeoff(1e-5).scope == "shuffled"
+
+
+def test_engine_answers_with_either_accountant():
+    from opacus_gg import GGPrivacyEngine
+
+    ref = compute_tradeoff(noise_multiplier=1.0, sample_rate=0.1, steps=20, delta=1e-5).tpr_upper(FPR)
+    for name, entry in (("gg_prv", (1.0, 0.1, 20, 2.0, 1, 2.0)), ("prv", (1.0, 0.1, 20))):
+        engine = GGPrivacyEngine(accountant=name)
+        engine.accountant.history = [entry]
+        assert np.array_equal(engine.get_tradeoff(1e-5).tpr_upper(FPR), ref)
+
+
+def test_envelope_equals_the_minimum_over_all_lines():
+    from opacus_gg.accountants.tradeoff import _envelope, _eval_envelope
+
+    rng = np.random.default_rng(0)
+    a = np.concatenate(([0.0, 1.0], rng.uniform(0, 1, 2000)))
+    for _ in range(20):
+        n = int(rng.integers(1, 400))
+        s, c = np.exp(rng.normal(0, 2, n)), rng.uniform(0, 1.2, n)
+        s[: n // 4] = np.round(s[: n // 4], 1)  # ties in slope
+        direct = np.minimum(1.0, np.min(s[None, :] * a[:, None] + c[None, :], axis=1))
+        env = _eval_envelope(_envelope(s, c), a)
+        assert np.allclose(env, direct, rtol=2e-12, atol=0) and np.all(env >= direct)

@@ -198,7 +198,7 @@ def _eval_envelope(env: Tuple[np.ndarray, np.ndarray, np.ndarray], fpr: np.ndarr
 
 
 # ------------------------------------------------------------------------------------------------- the report
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TradeoffReport:
     r"""The proven trade-off curve of a history: :meth:`tpr_upper` at any FPR, μ-GDP where one holds.
 

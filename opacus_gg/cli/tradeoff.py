@@ -10,7 +10,6 @@ curve on log-FPR axes beside the Gaussian mechanism's at the same (ε, δ); ``--
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any, List
 
 from . import CLIError, add_mechanism_args, dumps_json, needs_dim, positive_float
@@ -37,7 +36,7 @@ def cmd_tradeoff(args: argparse.Namespace) -> int:
     fprs = parse_fpr_list(args.fpr)
     needs_dim(args.beta, args.clip_norm_p, args.dim)
     from ..accountants.tradeoff import compute_tradeoff  # the accountant only now (fast --help and errors)
-    from ..formatting import fmt_up
+    from ..formatting import fmt_up, fmt_up_significant
 
     kw = dict(noise_multiplier=args.noise_multiplier, sample_rate=args.sample_rate, steps=args.steps,
               delta=args.delta, beta=args.beta, dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
@@ -66,7 +65,7 @@ def cmd_tradeoff(args: argparse.Namespace) -> int:
     print(f"proven trade-off curve at epsilon = {fmt_up(rep.epsilon)} (delta = {args.delta:g}), dim = {kw['dim']} "
           f"[{rep.sources_text}]")
     for a, t in zip(fprs, tpr):
-        print(f"  FPR {a:g}: TPR <= {fmt_up(t, _digits(t))} ({rep.scope_text})")
+        print(f"  FPR {a:g}: TPR <= {fmt_up_significant(t)} ({rep.scope_text})")
     if mu is None:
         print(f"  mu-GDP: none (the bound reaches TPR = 1 at an FPR above {lo:g})")
     elif rep.gaussian_mu is not None:
@@ -77,11 +76,6 @@ def cmd_tradeoff(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
-
-
-def _digits(x: float) -> int:
-    """Decimals that show a TPR bound with 4 significant digits (at least 4)."""
-    return 4 if x >= 0.1 or x <= 0 else 3 - int(math.floor(math.log10(x))) + 1
 
 
 def register(subparsers: Any) -> None:

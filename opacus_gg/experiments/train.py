@@ -155,11 +155,11 @@ def _tradeoff_record(engine: Any, delta: float, eps_error: float, log: Callable[
 
 def tradeoff_text(record: Optional[Dict[str, Any]]) -> Optional[str]:
     """One line for the final summary: the proven TPR bounds at the recorded FPRs and μ-GDP; None without a curve."""
-    from opacus_gg.formatting import fmt_up
+    from opacus_gg.formatting import fmt_up, fmt_up_significant
 
     if not record or "error" in record:
         return None
-    pts = ", ".join(f"≤ {fmt_up(t, 4)} at FPR {a:g}" for a, t in zip(record["fpr"], record["tpr_upper"]))
+    pts = ", ".join(f"≤ {fmt_up_significant(t)} at FPR {a:g}" for a, t in zip(record["fpr"], record["tpr_upper"]))
     mu = record["mu_gdp"]
     return (f"membership inference: TPR {pts} ({record['scope_text']})"
             + ("" if mu is None else f"; mu-GDP with mu = {fmt_up(mu)}"))
