@@ -46,6 +46,24 @@ def test_full_batch_gaussian_curve_is_g_mu_within_1e6_and_never_below(sigma, ste
     assert rep.mu_gdp_fpr_range == (0.0, 1.0)
 
 
+@pytest.mark.parametrize("sigma,steps", [(1.0, 4), (2.0, 1)])
+def test_prv_route_at_full_batch_gaussian_is_g_mu_within_1e6_and_never_below(sigma, steps):
+    # the PRV lines (both directions, one composition each) where the closed form is known: the PRV machinery itself
+    from opacus_gg.accountants.history import normalize_history
+    from opacus_gg.accountants.tradeoff import _add_lines, _prv_by_direction
+
+    mu = math.sqrt(steps) / sigma
+    acc = {}
+    _add_lines(acc, _prv_by_direction(normalize_history([(sigma, 1.0, steps)]), 0.01, 1e-8, 1.0))
+    lines = {r: (np.concatenate([s for s, _ in v]), np.concatenate([c for _, c in v])) for r, v in acc.items()}
+    rep = TradeoffReport(epsilon=1.0, delta=1e-5, sources=("prv",), lines=lines)
+    alphas = np.concatenate((np.geomspace(1e-6, 0.5, 50), 1.0 - np.geomspace(1e-6, 0.5, 20)))
+    ours = rep.tpr_upper(alphas)
+    exact = np.array([float(_g_mu(a, mu)) for a in alphas])
+    assert np.all(ours >= exact) and np.max(ours - exact) <= 1e-6
+    assert mu <= rep.mu_gdp <= mu * (1 + 1e-3)  # the grid: μ = 0.50007 for 0.5 at σ = 2
+
+
 def _laplace_tpr(alpha: np.ndarray, eps0: float) -> np.ndarray:
     r"""The exact largest TPR of (Lap(1, b), Lap(0, b)) at FPR α, ε₀ = 1/b: the threshold test x > c (the likelihood
     ratio is monotone) gives e^{ε₀}α (α ≤ e^{−ε₀}/2), 1 − e^{−ε₀}/(4α) (α ≤ 1/2), 1 − e^{−ε₀}(1 − α)."""
