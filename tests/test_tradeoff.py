@@ -10,6 +10,7 @@ is checked where the proof checks it (every piece end, in mpmath) and on a dense
 from __future__ import annotations
 
 import math
+import re
 
 import mpmath
 import numpy as np
@@ -233,3 +234,14 @@ def test_envelope_equals_the_minimum_over_all_lines():
         direct = np.minimum(1.0, np.min(s[None, :] * a[:, None] + c[None, :], axis=1))
         env = _eval_envelope(_envelope(s, c), a)
         assert np.allclose(env, direct, rtol=2e-12, atol=0) and np.all(env >= direct)
+
+
+def test_train_summary_line_rounds_up_and_is_absent_without_a_curve():
+    from opacus_gg.experiments.train import tradeoff_text
+
+    rep = compute_tradeoff(noise_multiplier=1.0, sample_rate=0.1, steps=20, delta=1e-5)
+    line = tradeoff_text(rep.to_dict())
+    shown = [float(x) for x in re.findall(r"≤ ([0-9.]+) at FPR", line)]
+    assert line.startswith("membership inference: TPR") and len(shown) == 3
+    assert all(s >= t for s, t in zip(shown, rep.tpr_upper([1e-3, 1e-2, 0.1])))
+    assert tradeoff_text({"error": "why"}) is None and tradeoff_text(None) is None
