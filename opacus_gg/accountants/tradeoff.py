@@ -56,6 +56,7 @@ import numpy as np
 from scipy import special
 
 from ..validation import validate_delta, validate_delta_error, validate_positive
+from . import api
 from .api import (EPSILON_FLOOR, PRV_OUT_OF_RANGE, RELATIVE_MESH, _ball_table_segments, _quiet_floats,
                   gaussian_dominated_history, proven_epsilon_history, validate_ball_bound)
 from .ball_rdp import rdp_ball_curves, rdp_deltas
@@ -391,7 +392,7 @@ def compute_tradeoff_history(history: Sequence[Sequence], delta: float, *, eps_e
                 except PRV_OUT_OF_RANGE as e:
                     details["prv_gaussian_failed"] = str(e).splitlines()[0] if str(e) else type(e).__name__
         if ball_bound == "table":
-            pair_segs = _ball_table_segments(segs, None)
+            pair_segs = _ball_table_segments(segs, api.TABLE_SPEC)  # the tables ball_bound='table' builds for ε
             if pair_segs is not None:
                 try:
                     _add_lines(acc, _prv_by_direction(pair_segs, eps_error, delta_error, epsilon))
