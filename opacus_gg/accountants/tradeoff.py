@@ -73,7 +73,7 @@ __all__ = ["TradeoffReport", "compute_tradeoff_history", "compute_tradeoff", "pr
 
 #: the FPRs reported by default (the CLI's ``--fpr``, the run record)
 FPR_DEFAULT = (1e-3, 1e-2, 0.1)
-#: the μ-GDP claim covers FPR ∈ [MU_FPR_MIN, 1] (module docstring), and the plotted curve starts there
+#: the μ-GDP claim covers FPR ≥ MU_FPR_MIN with TPR_up ≤ 1 − MU_FPR_MIN (module docstring); the plot starts there
 MU_FPR_MIN = 1e-6
 #: relative slack on every evaluated line (round-off of s·α + c with s, c, α ≥ 0: a few units of 2^-53)
 REL_SLACK = 1e-12
