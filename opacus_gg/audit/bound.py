@@ -33,8 +33,8 @@ from ..validation import validate_positive_int, validate_probability
 
 __all__ = ["p_value", "epsilon_lower_bound", "guess_counts", "audit_epsilon", "AuditBound", "guess_grid"]
 
-#: bisection steps on ε: the bracket [0, ε_hi] shrinks to ε_hi · 2^-60 (below float resolution)
-BISECTION_STEPS = 60
+#: bisection steps on ε: the bracket [0, ε_hi ≤ 64] shrinks to below 64 · 2^-40 ≈ 6e-11
+BISECTION_STEPS = 40
 #: largest ε searched: q_ε = 1 − e^−ε to within float64 resolution beyond it, no finite v rejects more
 EPSILON_SEARCH_MAX = 64.0
 
@@ -87,7 +87,8 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: floa
             lo = mid
         else:
             hi = mid
-    assert p_value(m, r, v, lo, delta) <= significance  # the invariant: lo was evaluated and rejected
+    if p_value(m, r, v, lo, delta) > significance:  # the invariant: lo was evaluated and rejected
+        raise ArithmeticError(f"one-run bound: ε = {lo} is not rejected (m={m}, r={r}, v={v}, δ={delta})")
     return lo
 
 

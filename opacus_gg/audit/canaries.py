@@ -46,8 +46,8 @@ from ..validation import (
 )
 from .bound import AuditBound, audit_epsilon
 
-__all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven_epsilon", "run_canaries", "canary_scores",
-           "roc_points"]
+__all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven_epsilon", "run_canaries",
+           "canary_scores", "roc_points"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,15 +83,17 @@ class AuditConfig:
             raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
         scale = validate_positive(canary_scale, "canary_scale")
         if scale < 1:
-            raise ValueError(f"canary_scale must be ≥ 1 (the canary's raw ℓp norm in units of C), got {canary_scale!r}")
+            raise ValueError(f"canary_scale must be ≥ 1 (the canary's raw ℓp norm in units of C), "
+                             f"got {canary_scale!r}")
         sigma = validate_noise_multiplier(noise_multiplier)
         if sigma == 0:
             raise ValueError("noise_multiplier must be > 0 for an audit (σ = 0 has ε = ∞: nothing to audit)")
         return cls(beta=beta, clip_norm_p=validate_clip_norm_p(clip_norm_p, beta), noise_multiplier=sigma,
                    sample_rate=validate_sample_rate(sample_rate),
                    steps=validate_positive_int(steps, "steps", maximum=STEPS_MAX), delta=validate_delta(delta),
-                   canaries=m, canary_width=k, dim=d, max_grad_norm=float(validate_max_grad_norm(max_grad_norm)),
-                   canary_scale=scale, seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence))
+                   canaries=m, canary_width=k, dim=d,
+                   max_grad_norm=float(validate_max_grad_norm(max_grad_norm)), canary_scale=scale,
+                   seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence))
 
 
 @dataclasses.dataclass(frozen=True)
