@@ -70,7 +70,7 @@ class AuditConfig:
     confidence: float
 
     @classmethod
-    def checked(cls, *, beta: float = 2.0, clip_norm_p: Optional[float] = None, noise_multiplier: float = 1.0,
+    def checked(cls, *, beta: float = 2.0, clip_norm_p: Optional[float] = None, noise_multiplier: float = 2.0,
                 sample_rate: float = 0.05, steps: int = 100, delta: float = 1e-5, canaries: int = 1000,
                 canary_width: int = 1, dim: Optional[int] = None, max_grad_norm: float = 1.0,
                 canary_scale: float = 10.0, seed: int = 0, confidence: float = 0.95) -> "AuditConfig":

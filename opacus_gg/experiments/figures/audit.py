@@ -58,7 +58,8 @@ def plot_audit(result: Any, path: Union[str, "os.PathLike[str]"]) -> str:
     ax.set_ylim(lo, 1.05)
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    broken = f", BROKEN ENGINE {result.broken}" if result.broken else ""
+    broken = ("\nBROKEN ENGINE (test-only hook): " + ", ".join(f"{k[5:]} = {v}" for k, v in result.broken.items())
+              if result.broken else "")
     ax.set_title(f"one-run audit: β={cfg.beta:g}, p={cfg.clip_norm_p:g}, σ={cfg.noise_multiplier:g}, "
                  f"q={cfg.sample_rate:g}, T={cfg.steps}{broken}", fontsize=8)
     ax.legend(loc="lower right", fontsize=7)
