@@ -5,6 +5,7 @@ fast; the CLI's JSON, figure and bad input."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -127,6 +128,7 @@ def test_guess_counts_and_grid() -> None:
     (lambda: AuditConfig.checked(canary_scale=0.5), "canary_scale"),
     (lambda: AuditConfig.checked(noise_multiplier=0.0), "noise_multiplier"),
     (lambda: AuditConfig.checked(confidence=1.0), "confidence"),
+    (lambda: AuditConfig.checked(score="loss"), "score"),
 ])
 def test_bad_input_names_the_parameter(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -165,6 +167,25 @@ def test_noise_hook_scales_the_noise_only() -> None:
     assert ratio == pytest.approx(0.1, rel=0.05)
 
 
+@pytest.mark.parametrize("beta,p,k,q", [(1.0, 1.0, 1, 0.05), (1.5, 2.0, 3, 0.2), (3.0, 3.0, 2, 1.0)])
+def test_likelihood_score_is_the_gg_density_ratio(beta: float, p: float, k: int, q: float) -> None:
+    """The per-step score log(1 − q + q Π_j f(y_j − μ)/f(y_j)) against scipy's gennorm density (scale σC·β^{1/β}:
+    density ∝ exp(−|x|^β / (β (σC)^β))), shared code: none."""
+    from scipy import stats
+
+    from opacus_gg.audit.canaries import _step_log_likelihood_ratio
+
+    cfg = AuditConfig.checked(beta=beta, clip_norm_p=p, noise_multiplier=0.7, sample_rate=q, canaries=10,
+                              canary_width=k, max_grad_norm=1.3)
+    y = np.random.default_rng(4).normal(0, 2, size=10 * k)
+    mu = 1.3 * k ** (-1 / p)
+    law = stats.gennorm(beta, scale=0.7 * 1.3 * beta ** (1 / beta))
+    ratio = np.exp((law.logpdf(y - mu) - law.logpdf(y)).reshape(10, k).sum(axis=1))
+    expected = np.log(1 - q + q * ratio)
+    got = _step_log_likelihood_ratio(cfg, torch.tensor(y))
+    assert np.allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
 def test_roc_points_and_dp_region() -> None:
     roc = roc_points(np.array([3.0, 2.0, 2.0, 1.0]), np.array([True, False, True, False]))
     assert roc["fpr"].tolist() == [0.0, 0.0, 0.5, 1.0] and roc["tpr"].tolist() == [0.0, 0.5, 1.0, 1.0]
@@ -179,10 +200,18 @@ def test_roc_points_and_dp_region() -> None:
 SETTINGS_A = [(1.0, 1.0), (1.0, 2.0), (1.5, 1.5), (1.5, 2.0), (2.0, 2.0), (3.0, 3.0), (3.0, 2.0)]
 
 
+@functools.lru_cache(maxsize=None)
+def _proven(beta: float, p: float) -> float:
+    """The proven ε of the test configuration (computed once per (β, p) for both scores)."""
+    return proven_epsilon(AuditConfig.checked(beta=beta, clip_norm_p=p, **TEST_SETTING))
+
+
+@pytest.mark.parametrize("score", ["inner", "likelihood"])
 @pytest.mark.parametrize("beta,p", SETTINGS_A)
-def test_honest_engine_audits_below_its_proven_epsilon(beta: float, p: float) -> None:
-    """(a) β ∈ {1, 1.5, 2, 3}, ℓβ and ℓ2 clipping, fixed seed: 0 ≤ ε_L ≤ proven ε."""
-    res = audit(AuditConfig.checked(beta=beta, clip_norm_p=p, **TEST_SETTING))
+def test_honest_engine_audits_below_its_proven_epsilon(beta: float, p: float, score: str) -> None:
+    """(a) β ∈ {1, 1.5, 2, 3}, ℓβ and ℓ2 clipping, both scores, fixed seed: 0 ≤ ε_L ≤ proven ε."""
+    cfg = AuditConfig.checked(beta=beta, clip_norm_p=p, score=score, **TEST_SETTING)
+    res = audit(cfg, epsilon_proven=_proven(beta, p))
     assert 0.0 <= res.epsilon_audit_lower <= res.epsilon_proven, (res.bound, res.epsilon_proven)
     assert res.bound.guesses == res.bound.k_plus + res.bound.k_minus and 0 <= res.bound.correct <= res.bound.guesses
 
@@ -194,24 +223,25 @@ def test_honest_engine_audits_below_its_proven_epsilon(beta: float, p: float) ->
     (1.5, {"test_noise_scale": 0.1}),
     (1.0, {"test_skip_clipping": True}),
 ])
-def test_broken_engine_is_caught(beta: float, broken: dict) -> None:
+@pytest.mark.parametrize("score", ["inner", "likelihood"])
+def test_broken_engine_is_caught(beta: float, broken: dict, score: str) -> None:
     """(b) noise scaled by 0.1 or clipping skipped (the test-only hooks of BrokenGGDPOptimizer), the accountant
-    still told σ: the audited ε_L exceeds the claimed (proven-for-σ) ε."""
-    cfg = AuditConfig.checked(beta=beta, **TEST_SETTING)
+    still told σ: the audited ε_L exceeds the claimed (proven-for-σ) ε, with either score."""
+    cfg = AuditConfig.checked(beta=beta, score=score, **TEST_SETTING)
     res = audit(cfg, optimizer_class=BrokenGGDPOptimizer, optimizer_kwargs=broken)
     assert res.epsilon_audit_lower > res.epsilon_proven, (res.bound, res.epsilon_proven)
     assert res.broken == broken
 
 
 def test_test_configuration_is_fast() -> None:
-    """(c) one audit of the test configuration (canary run, bound and proven ε) on ≤ 2 threads takes ≤ 20 s, so the
-    module's 13 audits fit in 5 min on 2 cores (measured: about 1–4 s each)."""
+    """(c) one audit of the test configuration (canary run, bound and proven ε) on ≤ 2 threads takes ≤ 10 s, so the
+    module's 26 audits fit in 5 min on 2 cores (measured: about 1–3 s each, the whole module about 1 min)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(min(2, threads))
     try:
         t0 = time.perf_counter()
-        audit(AuditConfig.checked(beta=1.5, clip_norm_p=2.0, **TEST_SETTING))
-        assert time.perf_counter() - t0 <= 20.0
+        audit(AuditConfig.checked(beta=1.5, clip_norm_p=2.0, score="likelihood", **TEST_SETTING))
+        assert time.perf_counter() - t0 <= 10.0
     finally:
         torch.set_num_threads(threads)
 
@@ -251,6 +281,7 @@ def test_cli_text_rounds_each_bound_in_its_safe_direction(cli) -> None:
     (["--sample-rate", "2"], "--sample-rate"),
     (["--seed", "-1"], "--seed"),
     (["--canary-scale", "0.5"], "--canary-scale"),
+    (["--score", "loss"], "--score"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(argv, fragment: str, cli) -> None:
     code, out, err = cli(["audit", *argv])

@@ -16,9 +16,16 @@ ball of radius C; for β > 2 spreading the shift over k > 1 coordinates raises t
 
 Each canary is included with probability ½ (S_i = +1) and, at every step, an included canary is Poisson-sampled
 with probability q (the optimizer's per-sample gradients of the step are the sampled canaries' rows; there is no
-other data). With U = Σ_t g̃_t = θ_0 − θ_T (the sum of the noisy updates), canary i's score is ⟨u_i, U⟩: the
-canary's inner product with the model's updates. Coordinates beyond m k (d > m k) carry noise only; d is the
-dimension the proven ε is computed for.
+other data). Two scores (``score``), both functions of the updates the white-box auditor sees:
+
+* ``"inner"``: with U = Σ_t g̃_t = θ_0 − θ_T (the sum of the noisy updates), s_i = ⟨u_i, U⟩, the canary's inner
+  product with the model's updates;
+* ``"likelihood"``: the log-likelihood ratio of "included" against "excluded" given the step updates y_t on B_i,
+  s_i = Σ_t log(1 − q + q e^{ℓ_{i,t}}),  ℓ_{i,t} = Σ_{j ∈ B_i} (|y_{t,j}|^β − |y_{t,j} − μ|^β) / (β (σC)^β),
+  μ = C k^{−1/p} (the clipped canary's coordinate), the Neyman–Pearson statistic of one canary's steps under GG
+  noise (it sees what the inner product misses: the shape of the noise, e.g. Laplace's for wide canaries).
+
+Coordinates beyond m k (d > m k) carry noise only; d is the dimension the proven ε is computed for.
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ __all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven
            "canary_scores", "roc_points"]
 
 
+#: the canary scores (module docstring)
+SCORES = ("inner", "likelihood")
+
+
 @dataclasses.dataclass(frozen=True)
 class AuditConfig:
     """A checked audit setting (build it with :meth:`checked`): the mechanism (β, p, σ, q, T, δ, d, C) and the
@@ -68,13 +79,17 @@ class AuditConfig:
     canary_scale: float
     seed: int
     confidence: float
+    score: str = "inner"
 
     @classmethod
     def checked(cls, *, beta: float = 2.0, clip_norm_p: Optional[float] = None, noise_multiplier: float = 2.0,
                 sample_rate: float = 0.05, steps: int = 100, delta: float = 1e-5, canaries: int = 1000,
                 canary_width: int = 1, dim: Optional[int] = None, max_grad_norm: float = 1.0,
-                canary_scale: float = 10.0, seed: int = 0, confidence: float = 0.95) -> "AuditConfig":
+                canary_scale: float = 10.0, seed: int = 0, confidence: float = 0.95,
+                score: str = "inner") -> "AuditConfig":
         """Every argument validated once (ValueError naming it); ``dim`` defaults to m·k and must be ≥ m·k."""
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
         beta = validate_beta(beta)
         m = validate_positive_int(canaries, "canaries", minimum=10, maximum=10**6)
         k = validate_positive_int(canary_width, "canary_width", maximum=10**6)
@@ -93,7 +108,7 @@ class AuditConfig:
                    steps=validate_positive_int(steps, "steps", maximum=STEPS_MAX), delta=validate_delta(delta),
                    canaries=m, canary_width=k, dim=d,
                    max_grad_norm=float(validate_max_grad_norm(max_grad_norm)), canary_scale=scale,
-                   seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence))
+                   seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence), score=score)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,8 +171,7 @@ class BrokenGGDPOptimizer(GGDPOptimizer):
 
 def _canary_rows(cfg: AuditConfig, which: torch.Tensor) -> torch.Tensor:
     """The raw gradients g_i = a u_i of canaries ``which`` (a 1-D index tensor), as rows of length d."""
-    k, p = cfg.canary_width, cfg.clip_norm_p
-    value = cfg.canary_scale * cfg.max_grad_norm * (1.0 if math.isinf(p) else k ** (-1.0 / p))
+    k, value = cfg.canary_width, cfg.canary_scale * _canary_value(cfg)
     rows = torch.zeros((len(which), cfg.dim), dtype=torch.float32)
     cols = (which[:, None] * k + torch.arange(k)[None, :]).reshape(-1)
     rows[torch.arange(len(which)).repeat_interleave(k), cols] = value
@@ -166,8 +180,9 @@ def _canary_rows(cfg: AuditConfig, which: torch.Tensor) -> torch.Tensor:
 
 def run_canaries(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer] = GGDPOptimizer,
                  optimizer_kwargs: Optional[Dict[str, Any]] = None) -> Dict[str, np.ndarray]:
-    """Train T steps with the canaries (module docstring) and return ``included`` (S_i = +1) and ``updates``
-    (U = θ_0 − θ_T, float64). Seeded: inclusion, sampling and noise come from ``cfg.seed``."""
+    """Train T steps with the canaries (module docstring) and return ``included`` (S_i = +1), ``updates``
+    (U = θ_0 − θ_T, float64) and ``scores`` (``cfg.score``). Seeded: inclusion, sampling and noise come from
+    ``cfg.seed``."""
     gen = torch.Generator().manual_seed(cfg.seed)
     noise_gen = torch.Generator().manual_seed(cfg.seed + 1)
     m = cfg.canaries
@@ -178,15 +193,36 @@ def run_canaries(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer] = GGD
                           loss_reduction="sum", generator=noise_gen, beta=cfg.beta, clip_norm_p=cfg.clip_norm_p,
                           **(optimizer_kwargs or {}))
     members = torch.nonzero(included).reshape(-1)
+    llr = np.zeros(m)
     for _ in range(cfg.steps):
         sampled = members[torch.rand(len(members), generator=gen) < cfg.sample_rate]
         theta.grad_sample = _canary_rows(cfg, sampled)
         opt.step()
+        if cfg.score == "likelihood":
+            llr += _step_log_likelihood_ratio(cfg, theta.grad.detach()[: m * cfg.canary_width])
         opt.zero_grad()
     updates = -theta.detach().to(torch.float64).numpy()
     if not np.all(np.isfinite(updates)):
         raise FloatingPointError("the audit run's parameters are not finite")
-    return {"included": included.numpy(), "updates": updates}
+    scores = canary_scores(cfg, updates) if cfg.score == "inner" else llr
+    if not np.all(np.isfinite(scores)):
+        raise FloatingPointError(f"the audit's {cfg.score} scores are not finite")
+    return {"included": included.numpy(), "updates": updates, "scores": scores}
+
+
+def _canary_value(cfg: AuditConfig) -> float:
+    """μ = C k^{−1/p}: each coordinate of a canary clipped to norm C (k^0 = 1 for p = ∞)."""
+    return cfg.max_grad_norm * (1.0 if math.isinf(cfg.clip_norm_p) else cfg.canary_width ** (-1.0 / cfg.clip_norm_p))
+
+
+def _step_log_likelihood_ratio(cfg: AuditConfig, step: torch.Tensor) -> np.ndarray:
+    """log(1 − q + q e^{ℓ_i}) per canary for one step's noisy update ``step`` on the canary blocks (module
+    docstring); ℓ_i in float64, the mixture by ``logaddexp`` (no overflow for large ℓ)."""
+    y = step.to(torch.float64).numpy().reshape(cfg.canaries, cfg.canary_width)
+    beta, s = cfg.beta, cfg.noise_multiplier * cfg.max_grad_norm
+    ell = ((np.abs(y) ** beta - np.abs(y - _canary_value(cfg)) ** beta) / (beta * s ** beta)).sum(axis=1)
+    q = cfg.sample_rate
+    return ell if q == 1.0 else np.logaddexp(math.log1p(-q), math.log(q) + ell)
 
 
 def canary_scores(cfg: AuditConfig, updates: np.ndarray) -> np.ndarray:
@@ -226,7 +262,7 @@ def audit(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer] = GGDPOptimi
     :func:`~opacus_gg.accountants.api.proven_epsilon_history`), unless ``epsilon_proven`` (that number) is given."""
     t0 = time.perf_counter()
     run = run_canaries(cfg, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs)
-    scores = canary_scores(cfg, run["updates"])
+    scores = run["scores"]
     bound = audit_epsilon(scores, run["included"], cfg.delta, cfg.confidence)
     roc = roc_points(scores, run["included"])
     if epsilon_proven is None:

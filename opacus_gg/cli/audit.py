@@ -48,7 +48,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         cfg = AuditConfig.checked(beta=args.beta, clip_norm_p=args.clip_norm_p, noise_multiplier=args.noise_multiplier,
                                   sample_rate=args.sample_rate, steps=args.steps, delta=args.delta,
                                   canaries=args.canaries, canary_width=args.canary_width, dim=args.dim,
-                                  canary_scale=args.canary_scale, seed=args.seed, confidence=args.confidence)
+                                  canary_scale=args.canary_scale, seed=args.seed, confidence=args.confidence,
+                                  score=args.score)
     except ValueError as e:  # the library names its parameters; the CLI names its flags
         text = str(e)
         for name in ("canaries", "canary_width", "dim", "canary_scale", "noise_multiplier"):
@@ -67,7 +68,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     b = result.bound
     print(f"audited epsilon >= {fmt_down(b.epsilon)} (one-run lower bound at {cfg.confidence:.0%} confidence: "
-          f"{b.correct} of {b.guesses} guesses correct, {cfg.canaries} gradient canaries, delta = {cfg.delta:g})")
+          f"{b.correct} of {b.guesses} guesses correct, {cfg.canaries} gradient canaries, {cfg.score} score, "
+          f"delta = {cfg.delta:g})")
     print(f"proven epsilon  <= {fmt_up(result.epsilon_proven)} (the accountant's bound for the same setting: "
           f"beta = {cfg.beta:g}, p = {cfg.clip_norm_p:g}, sigma = {cfg.noise_multiplier:g}, q = {cfg.sample_rate:g}, "
           f"T = {cfg.steps}, d = {cfg.dim})")
@@ -103,6 +105,9 @@ def register(subparsers: Any) -> None:
                    help="raw ℓp norm of a canary gradient in units of C (≥ 1; clipping brings it to C)")
     p.add_argument("--dim", type=dim_value, default=None,
                    help="number of noised coordinates d ≥ m·k (default m·k): the dimension of the proven ε")
+    p.add_argument("--score", choices=["inner", "likelihood"], default="inner",
+                   help="canary score: inner product with the summed updates, or the per-step GG likelihood ratio "
+                        "(stronger)")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the inclusions, the sampling and the noise")
     p.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the lower bound, in (0, 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
