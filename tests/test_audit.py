@@ -129,6 +129,7 @@ def test_guess_counts_and_grid() -> None:
     (lambda: AuditConfig.checked(noise_multiplier=0.0), "noise_multiplier"),
     (lambda: AuditConfig.checked(confidence=1.0), "confidence"),
     (lambda: AuditConfig.checked(score="loss"), "score"),
+    (lambda: AuditConfig.checked(kind="output"), "kind"),
 ])
 def test_bad_input_names_the_parameter(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -233,9 +234,32 @@ def test_broken_engine_is_caught(beta: float, broken: dict, score: str) -> None:
     assert res.broken == broken
 
 
+@pytest.mark.parametrize("beta,p,score", [(2.0, 2.0, "inner"), (1.5, 2.0, "likelihood"), (3.0, 3.0, "likelihood")])
+def test_input_canaries_through_the_engine_audit_below_its_epsilon(beta: float, p: float, score: str) -> None:
+    """(a) with input canaries through GGPrivacyEngine.make_private: ε_L ≤ the ε the engine reports, and that ε
+    is the proven ε of (σ, q, T, β, d, p) (the engine accounted exactly T Poisson steps at q)."""
+    cfg = AuditConfig.checked(beta=beta, clip_norm_p=p, score=score, kind="input", **TEST_SETTING)
+    res = audit(cfg)
+    assert 0.0 <= res.epsilon_audit_lower <= res.epsilon_proven
+    assert res.epsilon_proven == _proven(beta, p)
+
+
+@pytest.mark.parametrize("broken", [{"test_noise_scale": 0.1}, {"test_skip_clipping": True}])
+def test_broken_engine_is_caught_with_input_canaries(broken: dict) -> None:
+    """(b) the engine's make_private handing out the broken optimizer: ε_L > the ε it reports."""
+    res = audit(AuditConfig.checked(kind="input", **TEST_SETTING), optimizer_class=BrokenGGDPOptimizer,
+                optimizer_kwargs=broken)
+    assert res.epsilon_audit_lower > res.epsilon_proven, (res.bound, res.epsilon_proven)
+
+
+def test_input_canaries_need_q_one_over_an_integer() -> None:
+    with pytest.raises(ValueError, match="1/L"):
+        audit(AuditConfig.checked(kind="input", canaries=100, sample_rate=0.3, steps=2))
+
+
 def test_test_configuration_is_fast() -> None:
     """(c) one audit of the test configuration (canary run, bound and proven ε) on ≤ 2 threads takes ≤ 10 s, so the
-    module's 26 audits fit in 5 min on 2 cores (measured: about 1–3 s each, the whole module about 1 min)."""
+    module's 31 audits fit in 5 min on 2 cores (measured: about 1–3 s each, the whole module about 1 min)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(min(2, threads))
     try:

@@ -59,6 +59,9 @@ __all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven
 
 #: the canary scores (module docstring)
 SCORES = ("inner", "likelihood")
+#: where the canaries enter: "gradient" (written into the optimizer's per-sample gradients, this module) or
+#: "input" (training examples through ``GGPrivacyEngine.make_private``, :mod:`.inputs`)
+KINDS = ("gradient", "input")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,16 +83,19 @@ class AuditConfig:
     seed: int
     confidence: float
     score: str = "inner"
+    kind: str = "gradient"
 
     @classmethod
     def checked(cls, *, beta: float = 2.0, clip_norm_p: Optional[float] = None, noise_multiplier: float = 2.0,
                 sample_rate: float = 0.05, steps: int = 100, delta: float = 1e-5, canaries: int = 1000,
                 canary_width: int = 1, dim: Optional[int] = None, max_grad_norm: float = 1.0,
                 canary_scale: float = 10.0, seed: int = 0, confidence: float = 0.95,
-                score: str = "inner") -> "AuditConfig":
+                score: str = "inner", kind: str = "gradient") -> "AuditConfig":
         """Every argument validated once (ValueError naming it); ``dim`` defaults to m·k and must be ≥ m·k."""
         if score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         beta = validate_beta(beta)
         m = validate_positive_int(canaries, "canaries", minimum=10, maximum=10**6)
         k = validate_positive_int(canary_width, "canary_width", maximum=10**6)
@@ -108,7 +114,8 @@ class AuditConfig:
                    steps=validate_positive_int(steps, "steps", maximum=STEPS_MAX), delta=validate_delta(delta),
                    canaries=m, canary_width=k, dim=d,
                    max_grad_norm=float(validate_max_grad_norm(max_grad_norm)), canary_scale=scale,
-                   seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence), score=score)
+                   seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence), score=score,
+                   kind=kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,9 +266,16 @@ def audit(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer] = GGDPOptimi
           optimizer_kwargs: Optional[Dict[str, Any]] = None, epsilon_proven: Optional[float] = None) -> AuditResult:
     """Run the canaries (:func:`run_canaries`), bound ε from their scores (:func:`~.bound.audit_epsilon`) and
     compute the proven ε of the same setting (σ, q, T, δ, β, d, p: the accountant's published bound,
-    :func:`~opacus_gg.accountants.api.proven_epsilon_history`), unless ``epsilon_proven`` (that number) is given."""
+    :func:`~opacus_gg.accountants.api.proven_epsilon_history`; for input canaries ``engine.get_epsilon(δ)`` of the
+    run's own engine), unless ``epsilon_proven`` (that number) is given."""
     t0 = time.perf_counter()
-    run = run_canaries(cfg, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs)
+    if cfg.kind == "input":
+        from .inputs import run_input_canaries
+
+        run = run_input_canaries(cfg, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs)
+        epsilon_proven = run["epsilon_engine"] if epsilon_proven is None else epsilon_proven
+    else:
+        run = run_canaries(cfg, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs)
     scores = run["scores"]
     bound = audit_epsilon(scores, run["included"], cfg.delta, cfg.confidence)
     roc = roc_points(scores, run["included"])

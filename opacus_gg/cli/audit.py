@@ -49,7 +49,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                   sample_rate=args.sample_rate, steps=args.steps, delta=args.delta,
                                   canaries=args.canaries, canary_width=args.canary_width, dim=args.dim,
                                   canary_scale=args.canary_scale, seed=args.seed, confidence=args.confidence,
-                                  score=args.score)
+                                  score=args.score, kind=args.canaries_kind)
     except ValueError as e:  # the library names its parameters; the CLI names its flags
         text = str(e)
         for name in ("canaries", "canary_width", "dim", "canary_scale", "noise_multiplier"):
@@ -68,7 +68,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     b = result.bound
     print(f"audited epsilon >= {fmt_down(b.epsilon)} (one-run lower bound at {cfg.confidence:.0%} confidence: "
-          f"{b.correct} of {b.guesses} guesses correct, {cfg.canaries} gradient canaries, {cfg.score} score, "
+          f"{b.correct} of {b.guesses} guesses correct, {cfg.canaries} {cfg.kind} canaries, {cfg.score} score, "
           f"delta = {cfg.delta:g})")
     print(f"proven epsilon  <= {fmt_up(result.epsilon_proven)} (the accountant's bound for the same setting: "
           f"beta = {cfg.beta:g}, p = {cfg.clip_norm_p:g}, sigma = {cfg.noise_multiplier:g}, q = {cfg.sample_rate:g}, "
@@ -105,6 +105,9 @@ def register(subparsers: Any) -> None:
                    help="raw ℓp norm of a canary gradient in units of C (≥ 1; clipping brings it to C)")
     p.add_argument("--dim", type=dim_value, default=None,
                    help="number of noised coordinates d ≥ m·k (default m·k): the dimension of the proven ε")
+    p.add_argument("--canary-kind", dest="canaries_kind", choices=["gradient", "input"], default="gradient",
+                   help="gradient: written into the optimizer's per-sample gradients; input: training examples "
+                        "through GGPrivacyEngine.make_private (Poisson data loader, per-sample gradients; q = 1/L)")
     p.add_argument("--score", choices=["inner", "likelihood"], default="inner",
                    help="canary score: inner product with the summed updates, or the per-step GG likelihood ratio "
                         "(stronger)")
