@@ -67,8 +67,6 @@ def run_input_canaries(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer]
                          f"1/q = {n_batches}; use more canaries or a larger sample_rate")
     model = torch.nn.Linear(cfg.dim, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
-    engine = GGPrivacyEngine() if optimizer_class is GGDPOptimizer and not optimizer_kwargs else \
-        _BrokenEngine(optimizer_class, optimizer_kwargs or {})
     noise_gen = torch.Generator().manual_seed(cfg.seed + 1)
     with torch.random.fork_rng(), warnings.catch_warnings():
         torch.manual_seed(cfg.seed + 2)  # the DPDataLoader samples from the global generator: seeded, then restored
@@ -76,6 +74,8 @@ def run_input_canaries(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer]
         warnings.filterwarnings("ignore", category=ClippingAdvice)
         warnings.filterwarnings("ignore", message="Secure RNG turned off")
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        engine = GGPrivacyEngine() if optimizer_class is GGDPOptimizer and not optimizer_kwargs else \
+            _BrokenEngine(optimizer_class, optimizer_kwargs or {})
         model, opt, dp_loader = engine.make_private(
             module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), data_loader=loader,
             noise_multiplier=cfg.noise_multiplier, max_grad_norm=cfg.max_grad_norm, beta=cfg.beta,
