@@ -128,6 +128,9 @@ def test_guess_counts_and_grid() -> None:
     (lambda: AuditConfig.checked(canary_scale=0.5), "canary_scale"),
     (lambda: AuditConfig.checked(noise_multiplier=0.0), "noise_multiplier"),
     (lambda: AuditConfig.checked(confidence=1.0), "confidence"),
+    (lambda: AuditConfig.checked(confidence="high"), "confidence"),
+    (lambda: AuditConfig.checked(canaries=10**5, canary_width=1000), "canary_width"),
+    (lambda: AuditConfig.checked(canaries=10**5, kind="input"), "canaries × dim"),
     (lambda: AuditConfig.checked(score="loss"), "score"),
     (lambda: AuditConfig.checked(kind="output"), "kind"),
 ])

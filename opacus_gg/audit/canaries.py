@@ -40,7 +40,6 @@ import torch
 
 from ..optimizers import GGDPOptimizer
 from ..validation import (
-    DIM_MAX,
     STEPS_MAX,
     validate_beta,
     validate_clip_norm_p,
@@ -49,6 +48,7 @@ from ..validation import (
     validate_noise_multiplier,
     validate_positive,
     validate_positive_int,
+    validate_probability,
     validate_sample_rate,
 )
 from .bound import AuditBound, audit_epsilon
@@ -57,6 +57,10 @@ __all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven
            "canary_scores", "roc_points"]
 
 
+#: largest audit dimension d: each step draws d noise coordinates and holds the sampled canaries as dense rows of d
+DIM_AUDIT_MAX = 10**7
+#: input canaries keep every included canary as a dense row of d float32 (m/2 · d · 4 bytes ≤ 800 MB)
+INPUT_FLOATS_MAX = 4 * 10**8
 #: the canary scores (module docstring)
 SCORES = ("inner", "likelihood")
 #: where the canaries enter: "gradient" (written into the optimizer's per-sample gradients, this module) or
@@ -99,8 +103,14 @@ class AuditConfig:
         beta = validate_beta(beta)
         m = validate_positive_int(canaries, "canaries", minimum=10, maximum=10**6)
         k = validate_positive_int(canary_width, "canary_width", maximum=10**6)
-        d = m * k if dim is None else validate_positive_int(dim, "dim", minimum=m * k, maximum=min(DIM_MAX, 10**8))
-        if not 0 < float(confidence) < 1:
+        d = m * k if dim is None else validate_positive_int(dim, "dim", minimum=m * k, maximum=DIM_AUDIT_MAX)
+        if d > DIM_AUDIT_MAX:
+            raise ValueError(f"canaries × canary_width must be ≤ {DIM_AUDIT_MAX:.0e} (the audit's d), got {d}")
+        if kind == "input" and m * d > INPUT_FLOATS_MAX:
+            raise ValueError(f"input canaries hold m/2 dense rows of d floats: canaries × dim must be ≤ "
+                             f"{INPUT_FLOATS_MAX:.0e}, got {m * d:.3g}")
+        confidence = validate_probability(confidence, "confidence")
+        if not 0 < confidence < 1:
             raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
         scale = validate_positive(canary_scale, "canary_scale")
         if scale < 1:
