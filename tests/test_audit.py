@@ -220,6 +220,14 @@ def test_honest_engine_audits_below_its_proven_epsilon(beta: float, p: float, sc
     assert res.bound.guesses == res.bound.k_plus + res.bound.k_minus and 0 <= res.bound.correct <= res.bound.guesses
 
 
+@pytest.mark.parametrize("beta,p", [(3.0, 3.0), (1.0, 2.0)])
+def test_wide_canaries_audit_below_the_proven_epsilon_in_their_dimension(beta: float, p: float) -> None:
+    """(a) canaries spread over k = 16 coordinates (d = 16000; for β > 2 the spread shift is the stronger one),
+    likelihood score: 0 ≤ ε_L ≤ the proven ε at d = 16000."""
+    res = audit(AuditConfig.checked(beta=beta, clip_norm_p=p, canary_width=16, score="likelihood", **TEST_SETTING))
+    assert 0.0 <= res.epsilon_audit_lower <= res.epsilon_proven, (res.bound, res.epsilon_proven)
+
+
 @pytest.mark.parametrize("beta,broken", [
     (2.0, {"test_noise_scale": 0.1}),
     (2.0, {"test_skip_clipping": True}),

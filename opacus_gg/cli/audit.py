@@ -85,9 +85,10 @@ def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand."""
     p = subparsers.add_parser(
         "audit", help="one-run privacy audit (white-box gradient canaries): empirical ε lower bound vs proven ε",
-        description="Trains one run of β-DP-SGD whose only examples are m gradient canaries, each included with "
-                    "probability 1/2 and Poisson-sampled at rate q per step, scores each canary by its inner "
-                    "product with the model's updates, and turns the guesses into an ε lower bound at the "
+        description="Trains one run of β-DP-SGD whose only examples are m canaries (gradients written into the "
+                    "optimizer, or inputs through GGPrivacyEngine.make_private), each included with probability 1/2 "
+                    "and Poisson-sampled at rate q per step, scores each canary from the model's updates (inner "
+                    "product or GG likelihood ratio), and turns the guesses into an ε lower bound at the "
                     "given confidence (Steinke, Nasr & Jagielski 2023, Theorem 5.2). The proven ε of the same "
                     "setting is printed beside it: the audited bound above the proven one means a broken engine "
                     "or accountant. docs/audit.md explains the numbers.")
