@@ -40,6 +40,7 @@ SUBCOMMAND_MODULES = [
     "opacus_gg.cli.demo_data",  # demo-data
     "opacus_gg.cli.pate",  # pate, and the GGNMax/outlier analyses
     "opacus_gg.cli.companions",  # compare, counts
+    "opacus_gg.cli.audit",  # audit (one-run empirical ε lower bound beside the proven ε)
 ]
 
 #: warnings that are not the user's business: Opacus's secure-RNG notice (we never claim secure mode unless
