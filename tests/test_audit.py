@@ -5,6 +5,7 @@ fast; the CLI's JSON, figure and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -18,8 +19,16 @@ import torch
 
 from opacus_gg.audit import AuditConfig, audit, epsilon_lower_bound, p_value
 from opacus_gg.audit.bound import audit_epsilon, guess_counts, guess_grid
-from opacus_gg.audit.canaries import BrokenGGDPOptimizer, canary_scores, proven_epsilon, roc_points, run_canaries
-from opacus_gg.experiments.figures.audit import dp_region_tpr
+from opacus_gg.audit.canaries import (
+    BrokenGGDPOptimizer,
+    canary_scores,
+    proven_epsilon,
+    proven_tradeoff,
+    roc_points,
+    run_canaries,
+)
+from opacus_gg.experiments.figures.audit import plot_audit
+from opacus_gg.experiments.figures.tradeoff import epsilon_delta_tpr
 
 #: the test configuration (the CLI's default): proven ε ≈ 1.1 at β = 2, small enough for a broken engine to exceed
 TEST_SETTING = dict(noise_multiplier=2.0, sample_rate=0.05, steps=100, delta=1e-5, canaries=1000, seed=0)
@@ -194,10 +203,10 @@ def test_roc_points_and_dp_region() -> None:
     roc = roc_points(np.array([3.0, 2.0, 2.0, 1.0]), np.array([True, False, True, False]))
     assert roc["fpr"].tolist() == [0.0, 0.0, 0.5, 1.0] and roc["tpr"].tolist() == [0.0, 0.5, 1.0, 1.0]
     f = np.linspace(0, 1, 101)
-    tpr = dp_region_tpr(f, 1.0, 1e-3)
+    tpr = epsilon_delta_tpr(f, 1.0, 1e-3)
     assert np.all(tpr >= f - 1e-12) and np.all(tpr <= 1) and tpr[0] == pytest.approx(1e-3)
-    assert np.all(np.diff(tpr) >= -1e-12) and np.all(dp_region_tpr(f, 0.0, 0.0) == pytest.approx(f))
-    assert np.all(dp_region_tpr(f, 2.0, 1e-3) >= tpr)
+    assert np.all(np.diff(tpr) >= -1e-12) and np.all(epsilon_delta_tpr(f, 0.0, 0.0) == pytest.approx(f))
+    assert np.all(epsilon_delta_tpr(f, 2.0, 1e-3) >= tpr)
 
 
 # ------------------------------------------------------------------------------------- (a), (b), (c)
@@ -287,6 +296,32 @@ def test_proven_epsilon_is_the_accountants() -> None:
     cfg = AuditConfig.checked(**TEST_SETTING)
     rep = compute_epsilon(noise_multiplier=2.0, sample_rate=0.05, steps=100, delta=1e-5, beta=2.0, dim=1000)
     assert proven_epsilon(cfg) == rep.epsilon and rep.certified
+
+
+def _above_the_curve_beyond_sampling(result, report, alpha: float = 1e-3) -> float:
+    """The largest excess of an empirical ROC point over the proven curve after the DKW slack: Dirac canaries on
+    their own coordinates give i.i.d. scores given the inclusions, so (Massart's one-sided DKW, probability ≥ 1 − α
+    each) TPR̂(t) ≤ TPR(t) + e_in and FPR(t) ≤ FPR̂(t) + e_out, e_n = √(ln(1/α) / 2n), at every threshold t; with
+    TPR(t) ≤ f(FPR(t)) and f increasing, an honest engine has TPR̂ ≤ f(min(1, FPR̂ + e_out)) + e_in everywhere."""
+    n_in, n_out = int(result.included.sum()), int((~result.included).sum())
+    e_in, e_out = (math.sqrt(math.log(1 / alpha) / (2 * n)) for n in (n_in, n_out))
+    return float(np.max(result.tpr - report.tpr_upper(np.minimum(1.0, result.fpr + e_out)) - e_in))
+
+
+def test_operating_points_lie_under_the_proven_curve_and_the_figure_draws_them(tmp_path: Path) -> None:
+    """The audit's figure is the trade-off figure: its curve is the accountant's for the audited setting (same ε),
+    the honest engine's ROC lies under it up to sampling (DKW), the broken engine's (noise × 0.1) far above."""
+    cfg = AuditConfig.checked(**TEST_SETTING)
+    rep = proven_tradeoff(cfg)
+    assert rep.epsilon == proven_epsilon(cfg)
+    honest = audit(cfg, epsilon_proven=rep.epsilon)
+    broken = audit(cfg, optimizer_class=BrokenGGDPOptimizer, optimizer_kwargs={"test_noise_scale": 0.1},
+                   epsilon_proven=rep.epsilon)
+    assert _above_the_curve_beyond_sampling(honest, rep) <= 0 < 0.3 < _above_the_curve_beyond_sampling(broken, rep)
+    png = tmp_path / "audit.png"
+    assert plot_audit([honest, broken], png, rep) == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="one mechanism"):
+        plot_audit([honest, dataclasses.replace(honest, config=dataclasses.replace(cfg, steps=50))], png, rep)
 
 
 # ----------------------------------------------------------------------------------------------- the CLI

@@ -4,7 +4,8 @@ r"""Privacy auditing: a one-run empirical lower bound on ε beside the proven up
 ε lower bound at a given confidence (Steinke, Nasr & Jagielski 2023, Theorem 5.2); :mod:`.canaries` runs white-box
 gradient canaries through the β-DP-SGD optimizer and scores them, :mod:`.inputs` the same canaries as training
 examples through ``GGPrivacyEngine.make_private``; :mod:`opacus_gg.experiments.figures.audit` draws the attack's
-operating points inside the (ε, δ) region of the proven ε. docs/audit.md explains what the numbers mean.
+operating points under the proven trade-off curve of the same setting (:func:`.canaries.proven_tradeoff`).
+docs/audit.md explains what the numbers mean.
 """
 
 from .bound import AuditBound, audit_epsilon, epsilon_lower_bound, p_value

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Dict, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Type
 
 import numpy as np
 import torch
@@ -53,8 +53,11 @@ from ..validation import (
 )
 from .bound import AuditBound, audit_epsilon
 
-__all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven_epsilon", "run_canaries",
-           "canary_scores", "roc_points"]
+if TYPE_CHECKING:
+    from ..accountants.tradeoff import TradeoffReport
+
+__all__ = ["AuditConfig", "AuditResult", "BrokenGGDPOptimizer", "audit", "proven_epsilon", "proven_tradeoff",
+           "run_canaries", "canary_scores", "roc_points"]
 
 
 #: largest audit dimension d: each step draws d noise coordinates and holds the sampled canaries as dense rows of d
@@ -268,8 +271,21 @@ def proven_epsilon(cfg: AuditConfig) -> float:
     proven_epsilon_history`, the number ``GGPrivacyEngine.get_epsilon`` publishes)."""
     from ..accountants.api import proven_epsilon_history
 
-    entry = (cfg.noise_multiplier, cfg.sample_rate, cfg.steps, cfg.beta, cfg.dim, cfg.clip_norm_p)
-    return float(proven_epsilon_history([entry], cfg.delta))
+    return float(proven_epsilon_history([_history_entry(cfg)], cfg.delta))
+
+
+def _history_entry(cfg: AuditConfig) -> Tuple[float, float, int, float, int, float]:
+    """The audited mechanism as one history entry (σ, q, T, β, d, p) of the accountant."""
+    return (cfg.noise_multiplier, cfg.sample_rate, cfg.steps, cfg.beta, cfg.dim, cfg.clip_norm_p)
+
+
+def proven_tradeoff(cfg: AuditConfig) -> TradeoffReport:
+    """The proven trade-off curve of the audited mechanism (:func:`~opacus_gg.accountants.tradeoff.
+    compute_tradeoff_history` of the entry of :func:`proven_epsilon`, at δ): every attack on the canaries, the
+    audit's included, has TPR ≤ its ``tpr_upper(FPR)`` at every FPR. Its ε is :func:`proven_epsilon`'s."""
+    from ..accountants.tradeoff import compute_tradeoff_history
+
+    return compute_tradeoff_history([_history_entry(cfg)], cfg.delta)
 
 
 def audit(cfg: AuditConfig, *, optimizer_class: Type[GGDPOptimizer] = GGDPOptimizer,

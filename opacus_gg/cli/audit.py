@@ -2,8 +2,9 @@
 
 Prints the empirical lower bound ε_L at the chosen confidence (rounded down) and the proven ε of the same setting
 (rounded up), or with ``--json`` the record of :meth:`opacus_gg.audit.AuditResult.to_dict` (keys
-``epsilon_audit_lower``, ``epsilon_proven``, the guesses and the attack's operating points); ``--plot FILE`` writes
-the operating points inside the proven ε's (ε, δ) region. torch and the accountant are imported inside the command.
+``epsilon_audit_lower``, ``epsilon_proven``, the guesses and the attack's operating points); ``--plot FILE`` draws
+the operating points under the proven trade-off curve of the same setting (the ``tradeoff`` command's figure).
+torch and the accountant are imported inside the command.
 """
 
 from __future__ import annotations
@@ -115,5 +116,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=_seed, default=0, help="seed of the inclusions, the sampling and the noise")
     p.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the lower bound, in (0, 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--plot", metavar="FILE", help="write the attack's operating points and the (ε, δ) regions (PNG)")
+    p.add_argument("--plot", metavar="FILE", help="PNG path: the attack's operating points under the proven trade-off curve of the same setting")
     p.set_defaults(func=cmd_audit)

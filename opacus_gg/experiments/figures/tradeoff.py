@@ -70,9 +70,10 @@ def plot_tradeoff(report: TradeoffReport, path: str, *, extra_points: Sequence[P
     if mu is not None and report.gaussian_mu is None:
         ax.plot(fpr, gaussian_tpr(fpr, mu), color="tab:green", lw=1, ls="-.",
                 label=f"μ-GDP curve above the bound: μ = {mu:.3g}")
-    markers = "os^Dv<>"
+    markers, colors = "os^Dv<>", ("k", "tab:red", "tab:purple", "tab:brown")  # not the curves' colours
     for i, (xs, ys, label) in enumerate(extra_points):
-        ax.plot(list(xs), list(ys), ls="none", marker=markers[i % len(markers)], ms=6, label=label)
+        ax.plot(list(xs), list(ys), ls="none", marker=markers[i % len(markers)], color=colors[i % len(colors)],
+                ms=6 if len(xs) <= 50 else 2.5, label=label)  # an audit's ROC has one point per canary: small
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(fpr[0], 1.0)
