@@ -137,6 +137,8 @@ def test_every_option_has_help_and_every_command_a_description() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert len(sub.choices) >= 12
+    missing = [name for name in sub.choices if name not in parser.description]  # the top-level --help names all
+    assert not missing, missing
     for name, p in sub.choices.items():
         assert p.description, name
         for action in p._actions:

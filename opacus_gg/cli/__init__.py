@@ -193,8 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every subcommand."""
     parser = _Parser(prog="opacus-gg",
                      description="Generalized Gaussian differential privacy for Opacus: privacy accounting "
-                                 "(epsilon, noise-multiplier, curve, compare), β-DP-SGD training (train, sweep, "
-                                 "report, study, demo-data) and GGNMax/PATE (pate, pate-experiment, outliers). "
+                                 "(epsilon, noise-multiplier, curve, compare, counts), what ε means (tradeoff: the "
+                                 "proven TPR bound of membership inference; audit: an empirical ε lower bound "
+                                 "beside the proven ε), β-DP-SGD training (train, sweep, report, study, demo-data) "
+                                 "and GGNMax/PATE (pate, pate-experiment, outliers). "
                                  "Run 'opacus-gg <command> --help' for a command's options.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="<command>")

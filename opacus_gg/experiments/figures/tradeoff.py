@@ -17,6 +17,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from ...accountants.tradeoff import TradeoffReport, gaussian_mu_for, gaussian_tpr
+from ...formatting import fmt_up
 from . import pyplot, save_figure
 
 __all__ = ["plot_tradeoff", "write_tradeoff_csv", "epsilon_delta_tpr"]
@@ -62,14 +63,14 @@ def plot_tradeoff(report: TradeoffReport, path: str, *, extra_points: Sequence[P
     eps, delta = report.epsilon, report.delta
     if math.isfinite(eps):
         ax.plot(fpr, epsilon_delta_tpr(fpr, eps, delta), color="0.3", lw=1, ls="--",
-                label=f"any (ε, δ)-DP mechanism, ε = {eps:.3g}")
+                label=f"any (ε, δ)-DP mechanism, ε = {fmt_up(eps, 3)}")
         mu_g = gaussian_mu_for(eps, delta)
         ax.plot(fpr, gaussian_tpr(fpr, mu_g), color="tab:orange", lw=1.2, ls=(0, (4, 2)),
                 label=f"Gaussian mechanism at the same (ε, δ): μ = {mu_g:.3g}")
     mu = report.mu_gdp
     if mu is not None and report.gaussian_mu is None:
         ax.plot(fpr, gaussian_tpr(fpr, mu), color="tab:green", lw=1, ls="-.",
-                label=f"μ-GDP curve above the bound: μ = {mu:.3g}")
+                label=f"μ-GDP curve above the bound: μ = {fmt_up(mu, 3)}")
     markers, colors = "os^Dv<>", ("k", "tab:red", "tab:purple", "tab:brown")  # not the curves' colours
     for i, (xs, ys, label) in enumerate(extra_points):
         ax.plot(list(xs), list(ys), ls="none", marker=markers[i % len(markers)], color=colors[i % len(colors)],
@@ -80,7 +81,7 @@ def plot_tradeoff(report: TradeoffReport, path: str, *, extra_points: Sequence[P
     ax.set_ylim(fpr[0], 1.05)
     ax.set_xlabel("false-positive rate of a membership-inference attack")
     ax.set_ylabel("true-positive rate (upper bound)")
-    ax.set_title(title or f"What ε = {eps:.3g} at δ = {delta:g} means for membership inference\n"
+    ax.set_title(title or f"What ε ≤ {fmt_up(eps, 3)} at δ = {delta:g} means for membership inference\n"
                           f"(curve from: {', '.join(SOURCE_SHORT.get(s, s) for s in report.sources)})", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3, which="both")
