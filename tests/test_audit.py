@@ -1,7 +1,8 @@
 """The one-run audit (opacus_gg.audit): the ε lower bound against closed forms, an mpmath oracle and Monte Carlo
 soundness; the canary run through the real optimizer; (a) honest engines audit below their proven ε at
 β ∈ {1, 1.5, 2, 3}, ℓβ and ℓ2 clipping; (b) engines broken on purpose are caught; (c) the test configuration is
-fast; the CLI's JSON, figure and bad input."""
+fast; the operating points against the proven trade-off curve (the figure's); the CLI's JSON, figure and bad
+input."""
 
 from __future__ import annotations
 
@@ -199,7 +200,7 @@ def test_likelihood_score_is_the_gg_density_ratio(beta: float, p: float, k: int,
     assert np.allclose(got, expected, rtol=1e-9, atol=1e-12)
 
 
-def test_roc_points_and_dp_region() -> None:
+def test_roc_points_and_the_epsilon_delta_bound() -> None:
     roc = roc_points(np.array([3.0, 2.0, 2.0, 1.0]), np.array([True, False, True, False]))
     assert roc["fpr"].tolist() == [0.0, 0.0, 0.5, 1.0] and roc["tpr"].tolist() == [0.0, 0.5, 1.0, 1.0]
     f = np.linspace(0, 1, 101)

@@ -116,5 +116,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=_seed, default=0, help="seed of the inclusions, the sampling and the noise")
     p.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the lower bound, in (0, 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--plot", metavar="FILE", help="PNG path: the attack's operating points under the proven trade-off curve of the same setting")
+    p.add_argument("--plot", metavar="FILE",
+                   help="PNG path: the attack's operating points under the proven trade-off curve of the same setting")
     p.set_defaults(func=cmd_audit)

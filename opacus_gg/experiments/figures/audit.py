@@ -1,4 +1,4 @@
-r"""The audit's figure: the attack's operating points (FPR, TPR) under the proven trade-off curve of the audited setting.
+r"""The audit's figure: the attack's operating points (FPR, TPR) under the proven trade-off curve of its setting.
 
 The curve is :func:`~opacus_gg.audit.canaries.proven_tradeoff` (the same σ, q, T, β, d, p and δ as the audit's
 proven ε), drawn by :func:`~opacus_gg.experiments.figures.tradeoff.plot_tradeoff` with the Gaussian's curve at the
