@@ -292,7 +292,22 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
 
 
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
-    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d).
+    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d):
+    :func:`_chord_sup_at` at every (λ, interval)."""
+    E = _chord_excess(G)
+    return _chord_sup_at(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
+
+
+def _chord_excess(G: np.ndarray) -> np.ndarray:
+    """E = e^G − 1 ≥ M − 1 at the grid points (L_j ≥ 0: raising an upper bound to 0 keeps it one)."""
+    with np.errstate(over="ignore"):
+        return np.expm1(np.maximum(G, 0.0))
+
+
+def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarray, Ej: np.ndarray, p: float,
+                  rounded: bool = False) -> np.ndarray:
+    r"""Upper bounds on sup_{a ∈ [lo, hi]} (L_j(a) − λa^p) from E = e^G − 1 at the ends (:func:`_chord_excess`),
+    elementwise over the broadcast arrays (Lemma 4d).
 
     M_j(a) = e^{L_j(a)} is convex in a, so with E = e^G − 1 ≥ M − 1 at the grid points and t = (a − A_i)/(A_{i+1} −
     A_i), L_j(a) ≤ log(1 + (1 − t)E_i + tE_{i+1}); F(a) := that − λa^p is concave in a (p ≥ 1), so its sup is at
@@ -300,19 +315,18 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
     b: the stationary point (closed form at p = 2: 2λσ b² + 2λB b − σ = 0, σ the chord's slope, B = 1 + E_i − σA_i;
     else 24 bisection steps on the sign of F'), clipped; any b gives a valid bound. ``rounded``: raised by 1e-14 × the
     size of its operands (1 + log1p(C) for the chord C ≥ 0, a sum of non-negative terms; λb^p; the tangent term:
-    a few ulps each, and 1e-14 ≥ 45 ulps).
+    a few ulps each, and 1e-14 ≥ 45 ulps). Elementwise: an entry's value does not depend on the others'.
     """
-    lam = lam[:, None]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        E = np.expm1(np.maximum(G, 0.0))  # L_j ≥ 0: raising an upper bound to 0 keeps it one
-        lo, hi, Ei, Ej = A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:]
         width = hi - lo
         slope = (Ej - Ei) / width
 
-        def value_and_slope(b):
+        def chord(b):
             t = (b - lo) / width
-            C = (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
-            return np.log1p(C) - lam * b ** p, slope / (1.0 + C) - lam * p * b ** (p - 1.0), C
+            return (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
+
+        def derivative(b, C):
+            return slope / (1.0 + C) - lam * p * b ** (p - 1.0)
 
         if p == 2.0:
             B = 1.0 + Ei - slope * lo
@@ -320,20 +334,37 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
             b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
             b = np.where(lam > 0, b, hi)
         else:  # F' is decreasing: bisection on its sign, 24 halvings
-            left = np.broadcast_to(lo, (lam.shape[0], lo.shape[1]))
-            right = np.broadcast_to(hi, left.shape)
+            shape = np.broadcast_shapes(np.shape(lam), np.shape(lo))
+            left = np.broadcast_to(lo, shape)
+            right = np.broadcast_to(hi, shape)
             for _ in range(24):
                 b = 0.5 * (left + right)
-                rising = value_and_slope(b)[1] > 0
+                rising = derivative(b, chord(b)) > 0
                 left, right = np.where(rising, b, left), np.where(rising, right, b)
             b = 0.5 * (left + right)
         b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
-        val, d1, C = value_and_slope(b)
+        C = chord(b)
+        val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
         out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
         if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
             out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
                                  + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
     return np.where(np.isnan(out), np.inf, out)
+
+
+def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+                rounded: bool = False) -> np.ndarray:
+    r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
+    :func:`_interval_values` other than the chord (``rounded``: as there)."""
+    U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    if rounded:
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+        power = np.where(np.isnan(power), np.inf, power)
+    return np.minimum(step, power)
 
 
 def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -348,16 +379,33 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
     is an upper bound in floating point too; the slack of a bound is never charged to another (a huge K of an
     unused power bound once inflated a bound by 10^49).
     """
-    U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
-    chord = _chord_sup(lam, G, A, 2.0 / s, rounded)
-    if rounded:
-        with np.errstate(over="ignore", invalid="ignore"):
-            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
-            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
-        power = np.where(np.isnan(power), np.inf, power)
-    return np.minimum(np.minimum(step, power), chord)
+    return np.minimum(_step_power(lam, G, Kq, U, s, rounded), _chord_sup(lam, G, A, 2.0 / s, rounded))
+
+
+def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
+                  rounded: bool = False) -> np.ndarray:
+    r"""``np.max(_interval_values(lam, …), axis=1)``, the same floats, computing the chord bound (the costly one) only
+    where it can matter: per row, first at the interval whose other two bounds are largest, which gives a value v
+    the row's max is at least; an interval whose other two bounds are ≤ v cannot raise the max (its value is ≤ them),
+    so its chord is skipped. Every chord bound computed is :func:`_chord_sup_at` of that entry alone (elementwise)."""
+    sp = _step_power(lam, G, Kq, U, s, rounded)
+    E = _chord_excess(G)
+    p = 2.0 / s
+
+    def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)
+
+    rows = np.arange(lam.size)
+    top = np.argmax(sp, axis=1)
+    first = np.minimum(sp[rows, top], chord_at(rows, top))
+    with np.errstate(invalid="ignore"):
+        todo = sp > first[:, None]  # NaN rows (the first value NaN) compare False: their max is that NaN
+    todo[rows, top] = False
+    r, c = np.nonzero(todo)
+    vals = np.full(sp.shape, -np.inf)
+    vals[rows, top] = first
+    vals[r, c] = np.minimum(sp[r, c], chord_at(r, c))
+    return np.max(vals, axis=1)
 
 
 def _dual(
@@ -369,21 +417,21 @@ def _dual(
     """
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
-    vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, A, s), axis=1)
+    vals = cand * mp + dim * _interval_max(cand, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
-        near_vals = near * mp + dim * np.max(_interval_values(near, G, Kq, U, A, s), axis=1)
+        near_vals = near * mp + dim * _interval_max(near, G, Kq, U, A, s)
         if near_vals.min() < vals[best]:
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = _interval_values(np.array([lam]), G, Kq, U, A, s, rounded=True)[0]
-    bound = (lam * mp + dim * float(np.max(v))) * (1.0 + _FP_SLACK)
+    v = float(_interval_max(np.array([lam]), G, Kq, U, A, s, rounded=True)[0])
+    bound = (lam * mp + dim * v) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
 
