@@ -243,8 +243,21 @@ def _moment_epsrel(j: int, a: np.ndarray, beta: float) -> np.ndarray:
 def log_moment_uppers(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
     r"""Upper bounds on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) for every a in ``shifts`` (one batch
     of :func:`.renyi.log_moments_upper`, an enclosing quadrature), integer j ≥ 2, scale 1."""
-    a = np.abs(np.asarray(shifts, dtype=np.float64))
-    return renyi.log_moments_upper(float(j), a, beta, _moment_epsrel(j, a, beta))
+    return _log_moment_uppers_by_order({j: shifts}, beta)[j]
+
+
+def _log_moment_uppers_by_order(requests: Dict[int, Sequence[float]], beta: float) -> Dict[int, np.ndarray]:
+    """{j: :func:`log_moment_uppers` (j, shifts)} for {j: shifts}, every order in one batch of quadratures (the same
+    floats as one call per order: :func:`.renyi.log_moments_upper` takes one order per shift)."""
+    js = list(requests)
+    shifts = [np.abs(np.asarray(requests[j], dtype=np.float64)) for j in js]
+    if not js:
+        return {}
+    flat = np.concatenate(shifts)
+    orders = np.concatenate([np.full(a.size, float(j)) for j, a in zip(js, shifts)])
+    epsrel = np.concatenate([_moment_epsrel(j, a, beta) for j, a in zip(js, shifts)])
+    vals = renyi.log_moments_upper(orders, flat, beta, epsrel)
+    return dict(zip(js, np.split(vals, np.cumsum([a.size for a in shifts])[:-1])))
 
 
 @lru_cache(maxsize=1 << 18)
@@ -387,10 +400,13 @@ def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
     r"""``np.max(_interval_values(lam, …), axis=1)``, the same floats, computing the chord bound (the costly one) only
     where it can matter: per row, first at the interval whose other two bounds are largest, which gives a value v
     the row's max is at least; an interval whose other two bounds are ≤ v cannot raise the max (its value is ≤ them),
-    so its chord is skipped. Every chord bound computed is :func:`_chord_sup_at` of that entry alone (elementwise)."""
+    so its chord is skipped. Every chord bound computed is :func:`_chord_sup_at` of that entry alone (elementwise).
+    At p = 2 (the chord's stationary point in closed form, no bisection) the plain max is faster: taken there."""
+    p = 2.0 / s
+    if p == 2.0:
+        return np.max(_interval_values(lam, G, Kq, U, A, s, rounded), axis=1)
     sp = _step_power(lam, G, Kq, U, s, rounded)
     E = _chord_excess(G)
-    p = 2.0 / s
 
     def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
         return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)
@@ -447,7 +463,10 @@ def _lattice_shift(i: int) -> float:
     return 2.0 ** (i / _LATTICE)
 
 
-@lru_cache(maxsize=4096)
+#: S_j bounds computed so far: {(j, σ, β, d, p): bound} (:func:`ball_log_moment`, :func:`ball_log_moments`)
+_ball_cache: Dict[Tuple[int, float, float, int, float], float] = {}
+
+
 def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> float:
     r"""Upper bound on S_j = sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|), m = 1/noise_multiplier (Lagrangian dual, see module).
 
@@ -457,7 +476,54 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
     min(g(U_{i+1}), K(A_{i+1})·u^{2/p}), refined (interval split at the lattice point nearest the geometric
     midpoint) where the bound exceeds the same dual on grid points by more than 3e-3 relative (at most 24
     rounds of 16 splits). Any grid gives a valid bound; the lattice only lets different σ share quadratures.
+    Cached; :func:`ball_log_moments` computes several orders at once (the same floats).
     """
+    return _ball_log_moments_of([int(j)], noise_multiplier, beta, dim, clip_norm_p, batched=False)[0]
+
+
+def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
+                         batched: bool = True) -> list:
+    r"""[:func:`ball_log_moment` (j, …) for j in ``js``]: the orders not cached run their refinements
+    (:func:`_ball_log_moment_rounds`) side by side, and each round's quadratures of every order go in one batch
+    (``batched``; False: one batch per order, the plain path the tests compare with). Every order's grid and bound
+    are those it gets alone: its refinement reads only its own values, and a batch gives each shift the value it
+    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`)."""
+    keys = {j: (int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js}
+    runs = {j: _ball_log_moment_rounds(j, noise_multiplier, beta, dim, clip_norm_p) for j in keys
+            if keys[j] not in _ball_cache}
+    asks = {}
+    for j, run in list(runs.items()):
+        try:
+            asks[j] = next(run)
+        except StopIteration as done:
+            _ball_cache[keys[j]] = done.value
+    while asks:
+        groups = [asks] if batched else [{j: a} for j, a in asks.items()]
+        answers = {}
+        for group in groups:
+            G = _log_moment_uppers_by_order(group, beta)
+            answers.update({j: (G[j], _quadratic_bounds(j, a, beta)) for j, a in group.items()})
+        for j in list(asks):
+            try:
+                asks[j] = runs[j].send(answers[j])
+            except StopIteration as done:
+                _ball_cache[keys[j]] = done.value
+                del asks[j]
+    return [_ball_cache[keys[j]] for j in js]
+
+
+def _quadratic_bounds(j: int, a: np.ndarray, beta: float) -> np.ndarray:
+    """K(a) of :func:`quadratic_coefficients` where a ≤ _QUADRATIC_MAX_SHIFT, +∞ elsewhere (there the quadratic
+    bound does not help: K(0) = 0)."""
+    small = a <= _QUADRATIC_MAX_SHIFT
+    out = np.full(a.shape, math.inf)
+    out[small] = quadratic_coefficients(j, a[small], beta)
+    return out
+
+
+def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float):
+    """The refinement of :func:`ball_log_moment` as a generator: it yields the shifts whose (L_j upper bounds,
+    K bounds) it needs next, is sent them, and returns the bound."""
     m = 1.0 / noise_multiplier
     p = clip_norm_p
     if dim == 1:
@@ -466,21 +532,10 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         return dim * log_moment_upper(j, m, beta) * (1.0 + _FP_SLACK)
     mp = m ** p
     s = 2.0 / p
-
-    def kq(a: np.ndarray) -> np.ndarray:  # the quadratic bound only helps for small shifts (K(0) = 0)
-        small = a <= _QUADRATIC_MAX_SHIFT
-        out = np.full(a.shape, math.inf)
-        out[small] = quadratic_coefficients(j, a[small], beta)
-        return out
-
     i_lo = _INITIAL_STEP * math.floor(_LATTICE * math.log2(min(m, 1e-3 / j)) / _INITIAL_STEP)
     i_hi = math.ceil(_LATTICE * math.log2(m))
     A = np.array([0.0] + [a for a in (_lattice_shift(i) for i in range(i_lo, i_hi + 1, _INITIAL_STEP)) if a < m] + [m])
-
-    def values(a_arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        return log_moment_uppers(j, a_arr, beta), kq(a_arr)
-
-    G, Kq = values(A)
+    G, Kq = yield A
     U = A ** p
     U[-1] = mp
     if not np.all(np.isfinite(G)):
@@ -500,7 +555,7 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         new = new[(new > A[loose]) & (new < A[loose + 1])]
         if new.size == 0:
             return bound
-        G_new, K_new = values(new)
+        G_new, K_new = yield new
         A = np.concatenate([A, new])
         U = np.concatenate([U, new ** p])
         G = np.concatenate([G, G_new])
@@ -555,7 +610,7 @@ def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: 
     bounds at j_a < j < j_b is an upper bound at j.
     """
     js = _computed_orders(int(max_order))
-    vals = np.array([ball_log_moment(int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js])
+    vals = np.array(_ball_log_moments_of([int(j) for j in js], noise_multiplier, beta, dim, clip_norm_p))
     xs = np.concatenate([[1], js])
     ys = np.concatenate([[0.0], vals])
     out = np.zeros(int(max_order) + 1)
@@ -725,7 +780,8 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, ball_log_moment, log_moment_upper):
+    for fn in (step_rdp, log_moment_upper):
         fn.cache_clear()
+    _ball_cache.clear()
     _k_cache.clear()
     renyi.clear_moment_cache()
