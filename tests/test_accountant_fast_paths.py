@@ -7,12 +7,15 @@ synthetic inputs and end to end (the published ε with the fast path swapped for
 from __future__ import annotations
 
 import functools
+import math
+import warnings
 
 import numpy as np
 import pytest
 
 from scipy.special import logsumexp
 
+from opacus_gg.accountants import api
 from opacus_gg.accountants import ball_rdp as br
 from opacus_gg.accountants import discretization as dz
 
@@ -78,3 +81,27 @@ def test_log_mgf_equals_scipy_logsumexp_bit_for_bit(n):
     with np.errstate(over="ignore"):
         huge = dz.log_mgf(np.full(n, 700.0), np.full(n, 1e308), np.array([0.5, 1e10]))
     assert _same_floats(huge, [logsumexp(np.full(n, 700.0) + lam * 1e308) for lam in (0.5, 1e10)])
+
+
+def test_a_repeated_query_is_the_recorded_number_and_a_warned_one_is_not_recorded(monkeypatch):
+    """The same query again returns the float the first one computed, without composing anything; a query whose
+    PRV failed (the warning names it) is not recorded: it warns, and computes, every time."""
+    api.clear_query_cache()
+    hist = [(1.0, 0.01, 100, 2.0, 1, 2.0)]
+    first = api.proven_epsilon_history(hist, 1e-5)
+
+    def failing(*args, **kwargs):
+        raise api.AccountingError("total mass 1.5 is not within 1e-12 of [0, 1]")
+
+    monkeypatch.setattr(api, "_compose_tight", failing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert api.proven_epsilon_history(hist, 1e-5) == first  # recorded: nothing composed
+    other = [(1.0, 0.01, 101, 2.0, 1, 2.0)]
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="could not certify its own numerics"):
+            eps = api.proven_epsilon_history(other, 1e-5)
+        assert math.isfinite(eps) and eps >= first
+    monkeypatch.undo()
+    assert api.proven_epsilon_history(other, 1e-5) < eps  # the PRV's own number: the failure was not recorded
+    api.clear_query_cache()

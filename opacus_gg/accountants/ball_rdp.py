@@ -76,10 +76,16 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
     return float(quadratic_coefficients(j, [a_s], beta)[0])
 
 
+def _log_orders(j: np.ndarray) -> np.ndarray:
+    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j."""
+    return np.array([math.log(v) for v in j.tolist()]).reshape(j.shape)
+
+
 def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
     r"""(log(A(x)·Z), −x^β/β) of the K integrand A(x)B(x), A = (x + a)^{2β−2}·φ/Z, B = e^{−x^β/β}, with
     φ = j²e^{jaw} − je^{−aw} = j(j−1) + j²(e^{jaw} − 1) + j(1 − e^{−aw}) > 0, w = (x + a)^{β−1}, in a form without
-    cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw})."""
+    cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw}). ``j``: a number or
+    an array broadcast with ``a``."""
     w = (x + a) ** (beta - 1.0)
     z = a * w
     small = j * z <= 1.0
@@ -113,19 +119,20 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
     return hi
 
 
-def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: float):
-    r"""(upper, lower) on ∫_{xl}^{xr} A(x)B(x)·Z·e^{−ref} dx per subinterval (``prm`` rows: a, ref, x_H): the
+def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
+    r"""(upper, lower) on ∫_{xl}^{xr} A(x)B(x)·Z·e^{−ref} dx per subinterval (``prm`` rows: a, ref, x_H, j): the
     smaller of the monotone bound (xr − xl)·A(xr)B(xl) (A non-decreasing, B decreasing) and Gauss–Legendre with
     its Bernstein-ellipse bound (:func:`.renyi.gauss_legendre_bounds`, where the ellipse stays in Re z > 0)."""
-    a, ref, x_h = prm
+    a, ref, x_h, j = prm
+    log_j = _log_orders(j)
     x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
-    ac, rc = a[:, None], ref[:, None]
-    la, lb = _k_log_parts(x, ac, j, beta)
+    ac, rc, jc = a[:, None], ref[:, None], j[:, None]
+    la, lb = _k_log_parts(x, ac, jc, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
     size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(np.log(x + ac))
-            + j * ac * (x + ac) ** (beta - 1.0))
-    slope = (2.0 * beta - 2.0) / (x + ac) + (j + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0) + x ** (beta - 1.0)
+            + jc * ac * (x + ac) ** (beta - 1.0))
+    slope = (2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0) + x ** (beta - 1.0)
     err = 8.0 * _EPS * (size + x * slope)
     values = np.exp(la + lb - rc + err)
     # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
@@ -146,7 +153,7 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: flo
         s3 = D ** (beta - 3.0) if beta >= 3.0 else (el + a) ** (beta - 3.0)
         re_h = (j * a * (xh + a) ** (beta - 1.0) - xh ** beta / beta + 1.0
                 + 0.5 * V * V * (j * a * (beta - 1.0) * abs(beta - 2.0) * s3 + (beta - 1.0) * s2))
-        log_phi2 = np.logaddexp(2.0 * math.log(j) + re_h, math.log(j) + a * W + re_g)
+        log_phi2 = np.logaddexp(2.0 * log_j + re_h, log_j + a * W + re_g)
         log_sup = (2.0 * beta - 2.0) * np.log(D) + np.minimum(log_phi1 + re_g, log_phi2) - ref
         # safety margin of the sup's own round-off: 1e-10 relative to its size (the error term is ~1e-15 × it)
         log_sup = log_sup + 1e-10 * (np.abs(log_sup) + np.abs(ref)) + 1e-10
@@ -159,7 +166,7 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: flo
     return renyi.gauss_legendre_bounds(hw, values, log_sup, pos, crude)
 
 
-def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
+def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarray:
     r"""K(a_s) for every a_s in ``shifts``, with L_j(a) ≤ K(a_s)·a² for every 0 ≤ a ≤ a_s (Lemma 4b):
 
         K = ½ E_Q[w² (j(j-1) + j²(e^{j a_s w} − 1) + j(1 − e^{−a_s w}))],  w = (|X| + a_s)^{β−1}, X ~ GG(β, 1),
@@ -173,12 +180,16 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
     bound (:func:`.renyi.gauss_legendre_bounds`), refined by :func:`.renyi.refine_enclosure` to 1e-8; beyond X ≥
     max(a, 2βja2^{β−1}): ∫_X^∞ ≤ 4^{β−1}j²/Z·(2β)^{2−1/β}/β·Γ(2 − 1/β, U), U = X^β/(2β), with
     Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap). Cached per (j, a_s, β).
+    ``j``: one integer order, or one per shift (several orders in one batch, each shift's value the one it gets
+    alone: every operation is elementwise, each shift's subintervals keep their order, log j is ``math.log``'s).
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
-    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j), a, float(beta)))
+    j_all = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
+    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_all[i]), a, float(beta)))
     if not todo:
         return out
     a = shifts[todo]
+    j = j_all[todo]
     if not np.all(np.isfinite(a) & (a > 0)):
         raise ValueError(f"quadratic_coefficients: shifts must be finite and ≥ 0, got {shifts!r}")
     log_z = renyi._log_z(beta)
@@ -188,7 +199,7 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
                            np.full(n, (2.0 * beta * _K_TAIL_U) ** (1.0 / beta)), np.ones(n)])
     U = X ** beta / (2.0 * beta)
     s = 2.0 - 1.0 / beta
-    log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * math.log(j) - log_z + s * math.log(2.0 * beta)
+    log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * _log_orders(j) - log_z + s * math.log(2.0 * beta)
                 - math.log(beta) + (s - 1.0) * np.log(U) - U - np.log1p(-(s - 1.0) / U))
     # subintervals: [0, 3^{-20}], [3^{-k-1}, 3^{-k}] (k = 19 … 0), then [2^i, 2^{i+1}] up to X (the last ends at X)
     grade = np.concatenate([[0.0], 3.0 ** -np.arange(_K_GRADE_LEVELS, 0, -1.0), [1.0]])
@@ -202,18 +213,20 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
     xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
     x_h = _k_peak(j * a, a, beta)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        la, lb = _k_log_parts(np.concatenate([xr, x_h]), a[np.concatenate([owner, np.arange(n)])], j, beta)
+        rows = np.concatenate([owner, np.arange(n)])
+        la, lb = _k_log_parts(np.concatenate([xr, x_h]), a[rows], j[rows], beta)
         ref = np.maximum(np.maximum.reduceat((la + lb)[: len(xr)], np.searchsorted(owner, np.arange(n))),
                          np.nan_to_num((la + lb)[len(xr):], nan=-np.inf))
     if not np.all(np.isfinite(ref) | (ref == np.inf)):
-        raise AccountingError(f"quadratic_coefficient(j={j}, beta={beta}): the integrand is not a number")
-    prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h])
+        raise AccountingError(f"quadratic_coefficient(j={sorted(set(j.tolist()))}, beta={beta}): the integrand is not "
+                              "a number")
+    prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h, j])
     tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
-                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], j, beta))
+                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], beta))
     for k, i in enumerate(todo):
         if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
-            raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}): a subinterval bound is "
-                                  "not a number")
+            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}): a subinterval bound "
+                                  "is not a number")
         if not math.isfinite(ref[k]) or not math.isfinite(float(tot[k])):
             val = math.inf
         else:
@@ -223,10 +236,10 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
             log_k = float(np.logaddexp(log_k, log_tail[k]))
             log_k += 4.0 * _EPS * (abs(float(ref[k])) + abs(log_z) + abs(log_k)) + 1e-15
             if math.isnan(log_k):
-                raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}) is not a number")
+                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}) is not a number")
             val = math.exp(log_k) if log_k < 709.0 else math.inf
         out[i] = val
-        _k_cache[(int(j), float(shifts[i]), float(beta))] = val
+        _k_cache[(int(j_all[i]), float(shifts[i]), float(beta))] = val
     return out
 
 
@@ -502,7 +515,8 @@ def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float
         answers = {}
         for group in groups:
             G = _log_moment_uppers_by_order(group, beta)
-            answers.update({j: (G[j], _quadratic_bounds(j, a, beta)) for j, a in group.items()})
+            K = _quadratic_bounds_by_order(group, beta)
+            answers.update({j: (G[j], K[j]) for j in group})
         for j in list(asks):
             try:
                 asks[j] = runs[j].send(answers[j])
@@ -512,12 +526,20 @@ def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float
     return [_ball_cache[keys[j]] for j in js]
 
 
-def _quadratic_bounds(j: int, a: np.ndarray, beta: float) -> np.ndarray:
-    """K(a) of :func:`quadratic_coefficients` where a ≤ _QUADRATIC_MAX_SHIFT, +∞ elsewhere (there the quadratic
-    bound does not help: K(0) = 0)."""
-    small = a <= _QUADRATIC_MAX_SHIFT
-    out = np.full(a.shape, math.inf)
-    out[small] = quadratic_coefficients(j, a[small], beta)
+def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float) -> Dict[int, np.ndarray]:
+    """{j: K(a) of :func:`quadratic_coefficients` where a ≤ _QUADRATIC_MAX_SHIFT, +∞ elsewhere (there the quadratic
+    bound does not help: K(0) = 0)} for {j: shifts a}, every order in one batch."""
+    small = {j: a <= _QUADRATIC_MAX_SHIFT for j, a in requests.items()}
+    shifts = [requests[j][small[j]] for j in requests]
+    if not shifts:
+        return {}
+    orders = np.concatenate([np.full(a.size, float(j)) for j, a in zip(requests, shifts)])
+    vals = np.split(quadratic_coefficients(orders, np.concatenate(shifts), beta),
+                    np.cumsum([a.size for a in shifts])[:-1])
+    out = {}
+    for (j, a), v in zip(requests.items(), vals):
+        out[j] = np.full(a.shape, math.inf)
+        out[j][small[j]] = v
     return out
 
 
