@@ -1,7 +1,8 @@
 """Every speed-up of the proven accountant (issue 33) returns the same floats as the plain routine it replaces.
 
-Each fast path is checked against its plain counterpart, which stays in the code as the oracle: bit for bit, on
-synthetic inputs and end to end (the published ε with the fast path swapped for the plain one, by monkeypatch).
+Each fast path is checked bit for bit against its plain counterpart: the routine it replaces where that stays in the
+code (the max over every interval's value, one batch of quadratures per order: swapped in by monkeypatch), scipy's
+own logsumexp, and the chord bound as first written (copied here as the oracle).
 """
 
 from __future__ import annotations
@@ -25,13 +26,44 @@ def _plain_interval_max(lam, G, Kq, U, A, s, rounded=False):
     return np.max(br._interval_values(lam, G, Kq, U, A, s, rounded), axis=1)
 
 
+def _chord_sup_oracle(lam, G, A, p, rounded=False):
+    """The chord bound as first written (before issue 33, commit c74da77): value and slope evaluated at every one of
+    the 24 bisection steps, new arrays each step, ``np.where`` for the bracket."""
+    lam = lam[:, None]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        E = np.expm1(np.maximum(G, 0.0))
+        lo, hi, Ei, Ej = A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:]
+        width = hi - lo
+        slope = (Ej - Ei) / width
+
+        def value_and_slope(b):
+            t = (b - lo) / width
+            C = (1.0 - t) * Ei + t * Ej
+            return np.log1p(C) - lam * b ** p, slope / (1.0 + C) - lam * p * b ** (p - 1.0), C
+
+        left = np.broadcast_to(lo, (lam.shape[0], lo.shape[1]))
+        right = np.broadcast_to(hi, left.shape)
+        for _ in range(24):
+            b = 0.5 * (left + right)
+            rising = value_and_slope(b)[1] > 0
+            left, right = np.where(rising, b, left), np.where(rising, right, b)
+        b = 0.5 * (left + right)
+        b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
+        val, d1, C = value_and_slope(b)
+        out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
+        if rounded:
+            out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
+                                 + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
+    return np.where(np.isnan(out), np.inf, out)
+
+
 def _same_floats(a, b) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
 
 
-@pytest.mark.parametrize("p", [1.2, 1.5, 3.0])
+@pytest.mark.parametrize("p", [1.2, 1.5, 3.0])  # p = 2: the chord's closed form, and the plain max (no pruning)
 @pytest.mark.parametrize("rounded", [False, True])
-def test_interval_max_equals_plain_max_bit_for_bit(p, rounded):
+def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, rounded):
     rng = np.random.default_rng(20261128)
     s = 2.0 / p
     for _ in range(30):
@@ -45,7 +77,10 @@ def test_interval_max_equals_plain_max_bit_for_bit(p, rounded):
         with np.errstate(all="ignore"):  # an infinite K at u = 0 makes NaN bounds: both paths must keep them
             fast = br._interval_max(lam, G, Kq, U, A, s, rounded)
             plain = _plain_interval_max(lam, G, Kq, U, A, s, rounded)
+            chord = br._chord_sup(lam, G, A, p, rounded)
+            oracle = _chord_sup_oracle(lam, G, A, p, rounded)
         assert _same_floats(fast, plain), (p, rounded, n)
+        assert _same_floats(chord, oracle), (p, rounded, n)
 
 
 @pytest.mark.parametrize("beta,p,dim,sigma", [(3.0, 3.0, 100, 1.0), (1.5, 1.5, 2410, 1.0), (1.8, 2.0, 2410, 1.0)])

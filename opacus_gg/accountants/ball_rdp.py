@@ -361,12 +361,26 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             b = np.where(lam > 0, b, hi)
         else:  # F' is decreasing: bisection on its sign, 24 halvings
             shape = np.broadcast_shapes(np.shape(lam), np.shape(lo))
-            left = np.broadcast_to(lo, shape)
-            right = np.broadcast_to(hi, shape)
+            left = np.array(np.broadcast_to(lo, shape))
+            right = np.array(np.broadcast_to(hi, shape))
+            lam_p = lam * p  # derivative()'s first product, rounded as there
+            b, t, C = (np.empty(shape) for _ in range(3))
             for _ in range(24):
-                b = 0.5 * (left + right)
-                rising = derivative(b, chord(b)) > 0
-                left, right = np.where(rising, b, left), np.where(rising, right, b)
+                # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as slope/(1 + C) > λp·b^{p−1}
+                # (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
+                np.add(left, right, out=b)
+                b *= 0.5
+                np.subtract(b, lo, out=t)
+                t /= width
+                np.subtract(1.0, t, out=C)
+                C *= Ei
+                t *= Ej
+                C += t
+                C += 1.0
+                np.divide(slope, C, out=C)
+                rising = C > lam_p * b ** (p - 1.0)
+                np.copyto(left, b, where=rising)
+                np.copyto(right, b, where=~rising)
             b = 0.5 * (left + right)
         b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
         C = chord(b)
