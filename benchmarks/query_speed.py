@@ -1,4 +1,6 @@
-"""The proven accountant's query time as ratios to Opacus's PRVAccountant (issue 33): ``python benchmarks/query_speed.py``.
+"""The proven accountant's query time as ratios to Opacus's PRVAccountant (issue 33).
+
+``python benchmarks/query_speed.py [--runs 3] [--quick] [--solve] [--betas ...]``.
 
 Rows: β ∈ {1, 1.2, 1.5, 1.8, 2, 2.5, 3} × p ∈ {β, 2} × d ∈ {1, 2410, 10^6} × (σ, q, T) ∈ {(1, 0.01, 1000),
 (0.8, 0.004, 10^4)}, δ = 10^{-5}. Per row, in this one process, alternated ``--runs`` times (the median printed):

@@ -132,7 +132,8 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
     size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(np.log(x + ac))
             + jc * ac * (x + ac) ** (beta - 1.0))
-    slope = (2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0) + x ** (beta - 1.0)
+    slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
+             + x ** (beta - 1.0))
     err = 8.0 * _EPS * (size + x * slope)
     values = np.exp(la + lb - rc + err)
     # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
@@ -366,8 +367,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             lam_p = lam * p  # derivative()'s first product, rounded as there
             b, t, C = (np.empty(shape) for _ in range(3))
             for _ in range(24):
-                # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as slope/(1 + C) > λp·b^{p−1}
-                # (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
+                # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as
+                # slope/(1 + C) > λp·b^{p−1} (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
                 np.add(left, right, out=b)
                 b *= 0.5
                 np.subtract(b, lo, out=t)
