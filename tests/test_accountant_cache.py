@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import warnings
 
-from opacus_gg.accountants import GGPRVAccountant, discretization, spreads
+from opacus_gg.accountants import GGPRVAccountant, api, discretization, spreads
 
 
 def _clear():
+    api.clear_query_cache()
     discretization.step_dprv.cache_clear()
     discretization._step_log_mgf.cache_clear()
     spreads.spread_pairs.cache_clear()

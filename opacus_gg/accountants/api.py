@@ -21,6 +21,7 @@ why); where both are infinite or out of range, ε = ∞ with the reason in ``det
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
@@ -388,15 +389,21 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
     composition, 0.1–2 s), and the equal-spread PRV (printed beside it by :func:`compute_epsilon_history`) is not
     computed at all: this is the per-step path of ``GGPRVAccountant.get_epsilon`` and of the σ solver. Empty
     history: 0; σ = 0: ∞ (warning). ``ball_bound="table"``: the smaller of that and the ball table's ε
-    (:func:`ball_table_epsilon`).
+    (:func:`ball_table_epsilon`). The same query again (the same segments, δ, eps_error, delta_error) is answered
+    from a per-process record of the numbers computed without a warning (:data:`_PROVEN`; ``ball_bound="renyi"``).
     """
     delta = validate_delta(delta)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     ball_bound = validate_ball_bound(ball_bound)
     segs = normalize_history(history)
+    key = (tuple(segs), delta, eps_error, delta_error)
+    if ball_bound == "renyi" and key in _PROVEN:
+        return _PROVEN[key]
     if not segs or any(s.noiseless for s in segs) or all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
-        return compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error,
-                                       delta_error=delta_error).epsilon
+        report = compute_epsilon_history(_as_entries(segs), delta, eps_error=eps_error, delta_error=delta_error)
+        if segs and not any(s.noiseless for s in segs) and not {"prv_failed", "infinite_because"} & set(report.details):
+            _remember(key, report.epsilon)  # not where it warned: a warning is said at every query
+        return report.epsilon
     eps = rdp_ball_epsilon(segs, delta)[0]
     gauss = _gaussian_domination_epsilon(segs, delta, eps, eps_error, delta_error)[0]
     if gauss is not None:
@@ -405,7 +412,26 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         by_dir = _table_or_none(segs, delta, eps_error, delta_error)
         if by_dir is not None:
             eps = min(eps, max(by_dir.values()))
+        return eps
+    _remember(key, eps)
     return eps
+
+
+#: {(segments, δ, eps_error, delta_error): ε} of :func:`proven_epsilon_history` (``ball_bound="renyi"``), queries
+#: that gave no warning; at most _PROVEN_MAX entries (the oldest forgotten first)
+_PROVEN: collections.OrderedDict = collections.OrderedDict()
+_PROVEN_MAX = 1024
+
+
+def _remember(key: tuple, eps: float) -> None:
+    _PROVEN[key] = eps
+    if len(_PROVEN) > _PROVEN_MAX:
+        _PROVEN.popitem(last=False)
+
+
+def clear_query_cache() -> None:
+    """Forget the numbers :func:`proven_epsilon_history` recorded (the next query computes them again)."""
+    _PROVEN.clear()
 
 
 def _as_entries(segs: Sequence[Segment]) -> list:

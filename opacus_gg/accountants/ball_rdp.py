@@ -77,10 +77,16 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
     return float(quadratic_coefficients(j, [a_s], beta)[0])
 
 
+def _log_orders(j: np.ndarray) -> np.ndarray:
+    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j."""
+    return np.array([math.log(v) for v in j.tolist()]).reshape(j.shape)
+
+
 def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
     r"""(log(A(x)·Z), −x^β/β) of the K integrand A(x)B(x), A = (x + a)^{2β−2}·φ/Z, B = e^{−x^β/β}, with
     φ = j²e^{jaw} − je^{−aw} = j(j−1) + j²(e^{jaw} − 1) + j(1 − e^{−aw}) > 0, w = (x + a)^{β−1}, in a form without
-    cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw})."""
+    cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw}). ``j``: a number or
+    an array broadcast with ``a``."""
     w = (x + a) ** (beta - 1.0)
     z = a * w
     small = j * z <= 1.0
@@ -114,19 +120,21 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
     return hi
 
 
-def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: float):
-    r"""(upper, lower) on ∫_{xl}^{xr} A(x)B(x)·Z·e^{−ref} dx per subinterval (``prm`` rows: a, ref, x_H): the
+def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
+    r"""(upper, lower) on ∫_{xl}^{xr} A(x)B(x)·Z·e^{−ref} dx per subinterval (``prm`` rows: a, ref, x_H, j): the
     smaller of the monotone bound (xr − xl)·A(xr)B(xl) (A non-decreasing, B decreasing) and Gauss–Legendre with
     its Bernstein-ellipse bound (:func:`.renyi.gauss_legendre_bounds`, where the ellipse stays in Re z > 0)."""
-    a, ref, x_h = prm
+    a, ref, x_h, j = prm
+    log_j = _log_orders(j)
     x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
-    ac, rc = a[:, None], ref[:, None]
-    la, lb = _k_log_parts(x, ac, j, beta)
+    ac, rc, jc = a[:, None], ref[:, None], j[:, None]
+    la, lb = _k_log_parts(x, ac, jc, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
     size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(np.log(x + ac))
-            + j * ac * (x + ac) ** (beta - 1.0))
-    slope = (2.0 * beta - 2.0) / (x + ac) + (j + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0) + x ** (beta - 1.0)
+            + jc * ac * (x + ac) ** (beta - 1.0))
+    slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
+             + x ** (beta - 1.0))
     err = 8.0 * _EPS * (size + x * slope)
     values = np.exp(la + lb - rc + err)
     # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
@@ -147,7 +155,7 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: flo
         s3 = D ** (beta - 3.0) if beta >= 3.0 else (el + a) ** (beta - 3.0)
         re_h = (j * a * (xh + a) ** (beta - 1.0) - xh ** beta / beta + 1.0
                 + 0.5 * V * V * (j * a * (beta - 1.0) * abs(beta - 2.0) * s3 + (beta - 1.0) * s2))
-        log_phi2 = np.logaddexp(2.0 * math.log(j) + re_h, math.log(j) + a * W + re_g)
+        log_phi2 = np.logaddexp(2.0 * log_j + re_h, log_j + a * W + re_g)
         log_sup = (2.0 * beta - 2.0) * np.log(D) + np.minimum(log_phi1 + re_g, log_phi2) - ref
         # safety margin of the sup's own round-off: 1e-10 relative to its size (the error term is ~1e-15 × it)
         log_sup = log_sup + 1e-10 * (np.abs(log_sup) + np.abs(ref)) + 1e-10
@@ -160,7 +168,7 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: int, beta: flo
     return renyi.gauss_legendre_bounds(hw, values, log_sup, pos, crude)
 
 
-def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
+def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarray:
     r"""K(a_s) for every a_s in ``shifts``, with L_j(a) ≤ K(a_s)·a² for every 0 ≤ a ≤ a_s (Lemma 4b):
 
         K = ½ E_Q[w² (j(j-1) + j²(e^{j a_s w} − 1) + j(1 − e^{−a_s w}))],  w = (|X| + a_s)^{β−1}, X ~ GG(β, 1),
@@ -174,12 +182,16 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
     bound (:func:`.renyi.gauss_legendre_bounds`), refined by :func:`.renyi.refine_enclosure` to 1e-8; beyond X ≥
     max(a, 2βja2^{β−1}): ∫_X^∞ ≤ 4^{β−1}j²/Z·(2β)^{2−1/β}/β·Γ(2 − 1/β, U), U = X^β/(2β), with
     Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap). Cached per (j, a_s, β).
+    ``j``: one integer order, or one per shift (several orders in one batch, each shift's value the one it gets
+    alone: every operation is elementwise, each shift's subintervals keep their order, log j is ``math.log``'s).
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
-    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j), a, float(beta)))
+    j_all = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
+    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_all[i]), a, float(beta)))
     if not todo:
         return out
     a = shifts[todo]
+    j = j_all[todo]
     if not np.all(np.isfinite(a) & (a > 0)):
         raise ValueError(f"quadratic_coefficients: shifts must be finite and ≥ 0, got {shifts!r}")
     log_z = renyi._log_z(beta)
@@ -189,7 +201,7 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
                            np.full(n, (2.0 * beta * _K_TAIL_U) ** (1.0 / beta)), np.ones(n)])
     U = X ** beta / (2.0 * beta)
     s = 2.0 - 1.0 / beta
-    log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * math.log(j) - log_z + s * math.log(2.0 * beta)
+    log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * _log_orders(j) - log_z + s * math.log(2.0 * beta)
                 - math.log(beta) + (s - 1.0) * np.log(U) - U - np.log1p(-(s - 1.0) / U))
     # subintervals: [0, 3^{-20}], [3^{-k-1}, 3^{-k}] (k = 19 … 0), then [2^i, 2^{i+1}] up to X (the last ends at X)
     grade = np.concatenate([[0.0], 3.0 ** -np.arange(_K_GRADE_LEVELS, 0, -1.0), [1.0]])
@@ -203,18 +215,20 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
     xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
     x_h = _k_peak(j * a, a, beta)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        la, lb = _k_log_parts(np.concatenate([xr, x_h]), a[np.concatenate([owner, np.arange(n)])], j, beta)
+        rows = np.concatenate([owner, np.arange(n)])
+        la, lb = _k_log_parts(np.concatenate([xr, x_h]), a[rows], j[rows], beta)
         ref = np.maximum(np.maximum.reduceat((la + lb)[: len(xr)], np.searchsorted(owner, np.arange(n))),
                          np.nan_to_num((la + lb)[len(xr):], nan=-np.inf))
     if not np.all(np.isfinite(ref) | (ref == np.inf)):
-        raise AccountingError(f"quadratic_coefficient(j={j}, beta={beta}): the integrand is not a number")
-    prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h])
+        raise AccountingError(f"quadratic_coefficient(j={sorted(set(j.tolist()))}, beta={beta}): the integrand is not "
+                              "a number")
+    prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h, j])
     tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
-                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], j, beta))
+                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], beta))
     for k, i in enumerate(todo):
         if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
-            raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}): a subinterval bound is "
-                                  "not a number")
+            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}): a subinterval bound "
+                                  "is not a number")
         if not math.isfinite(ref[k]) or not math.isfinite(float(tot[k])):
             val = math.inf
         else:
@@ -224,10 +238,10 @@ def quadratic_coefficients(j: int, shifts: Sequence[float], beta: float) -> np.n
             log_k = float(np.logaddexp(log_k, log_tail[k]))
             log_k += 4.0 * _EPS * (abs(float(ref[k])) + abs(log_z) + abs(log_k)) + 1e-15
             if math.isnan(log_k):
-                raise AccountingError(f"quadratic_coefficient(j={j}, a_s={a[k]}, beta={beta}) is not a number")
+                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}) is not a number")
             val = math.exp(log_k) if log_k < 709.0 else math.inf
         out[i] = val
-        _k_cache[(int(j), float(shifts[i]), float(beta))] = val
+        _k_cache[(int(j_all[i]), float(shifts[i]), float(beta))] = val
     return out
 
 
@@ -244,8 +258,21 @@ def _moment_epsrel(j: int, a: np.ndarray, beta: float) -> np.ndarray:
 def log_moment_uppers(j: int, shifts: Sequence[float], beta: float) -> np.ndarray:
     r"""Upper bounds on L_j(a) = log E_Q[e^{jℓ}] = (j-1)·D_j(GG(a)‖GG(0)) for every a in ``shifts`` (one batch
     of :func:`.renyi.log_moments_upper`, an enclosing quadrature), integer j ≥ 2, scale 1."""
-    a = np.abs(np.asarray(shifts, dtype=np.float64))
-    return renyi.log_moments_upper(float(j), a, beta, _moment_epsrel(j, a, beta))
+    return _log_moment_uppers_by_order({j: shifts}, beta)[j]
+
+
+def _log_moment_uppers_by_order(requests: Dict[int, Sequence[float]], beta: float) -> Dict[int, np.ndarray]:
+    """{j: :func:`log_moment_uppers` (j, shifts)} for {j: shifts}, every order in one batch of quadratures (the same
+    floats as one call per order: :func:`.renyi.log_moments_upper` takes one order per shift)."""
+    js = list(requests)
+    shifts = [np.abs(np.asarray(requests[j], dtype=np.float64)) for j in js]
+    if not js:
+        return {}
+    flat = np.concatenate(shifts)
+    orders = np.concatenate([np.full(a.size, float(j)) for j, a in zip(js, shifts)])
+    epsrel = np.concatenate([_moment_epsrel(j, a, beta) for j, a in zip(js, shifts)])
+    vals = renyi.log_moments_upper(orders, flat, beta, epsrel)
+    return dict(zip(js, np.split(vals, np.cumsum([a.size for a in shifts])[:-1])))
 
 
 @lru_cache(maxsize=1 << 18)
@@ -293,7 +320,22 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
 
 
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
-    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d).
+    r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d):
+    :func:`_chord_sup_at` at every (λ, interval)."""
+    E = _chord_excess(G)
+    return _chord_sup_at(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
+
+
+def _chord_excess(G: np.ndarray) -> np.ndarray:
+    """E = e^G − 1 ≥ M − 1 at the grid points (L_j ≥ 0: raising an upper bound to 0 keeps it one)."""
+    with np.errstate(over="ignore"):
+        return np.expm1(np.maximum(G, 0.0))
+
+
+def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarray, Ej: np.ndarray, p: float,
+                  rounded: bool = False) -> np.ndarray:
+    r"""Upper bounds on sup_{a ∈ [lo, hi]} (L_j(a) − λa^p) from E = e^G − 1 at the ends (:func:`_chord_excess`),
+    elementwise over the broadcast arrays (Lemma 4d).
 
     M_j(a) = e^{L_j(a)} is convex in a, so with E = e^G − 1 ≥ M − 1 at the grid points and t = (a − A_i)/(A_{i+1} −
     A_i), L_j(a) ≤ log(1 + (1 − t)E_i + tE_{i+1}); F(a) := that − λa^p is concave in a (p ≥ 1), so its sup is at
@@ -301,19 +343,18 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
     b: the stationary point (closed form at p = 2: 2λσ b² + 2λB b − σ = 0, σ the chord's slope, B = 1 + E_i − σA_i;
     else 24 bisection steps on the sign of F'), clipped; any b gives a valid bound. ``rounded``: raised by 1e-14 × the
     size of its operands (1 + log1p(C) for the chord C ≥ 0, a sum of non-negative terms; λb^p; the tangent term:
-    a few ulps each, and 1e-14 ≥ 45 ulps).
+    a few ulps each, and 1e-14 ≥ 45 ulps). Elementwise: an entry's value does not depend on the others'.
     """
-    lam = lam[:, None]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        E = np.expm1(np.maximum(G, 0.0))  # L_j ≥ 0: raising an upper bound to 0 keeps it one
-        lo, hi, Ei, Ej = A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:]
         width = hi - lo
         slope = (Ej - Ei) / width
 
-        def value_and_slope(b):
+        def chord(b):
             t = (b - lo) / width
-            C = (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
-            return np.log1p(C) - lam * b ** p, slope / (1.0 + C) - lam * p * b ** (p - 1.0), C
+            return (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
+
+        def derivative(b, C):
+            return slope / (1.0 + C) - lam * p * b ** (p - 1.0)
 
         if p == 2.0:
             B = 1.0 + Ei - slope * lo
@@ -321,20 +362,51 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
             b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
             b = np.where(lam > 0, b, hi)
         else:  # F' is decreasing: bisection on its sign, 24 halvings
-            left = np.broadcast_to(lo, (lam.shape[0], lo.shape[1]))
-            right = np.broadcast_to(hi, left.shape)
+            shape = np.broadcast_shapes(np.shape(lam), np.shape(lo))
+            left = np.array(np.broadcast_to(lo, shape))
+            right = np.array(np.broadcast_to(hi, shape))
+            lam_p = lam * p  # derivative()'s first product, rounded as there
+            b, t, C = (np.empty(shape) for _ in range(3))
             for _ in range(24):
-                b = 0.5 * (left + right)
-                rising = value_and_slope(b)[1] > 0
-                left, right = np.where(rising, b, left), np.where(rising, right, b)
+                # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as
+                # slope/(1 + C) > λp·b^{p−1} (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
+                np.add(left, right, out=b)
+                b *= 0.5
+                np.subtract(b, lo, out=t)
+                t /= width
+                np.subtract(1.0, t, out=C)
+                C *= Ei
+                t *= Ej
+                C += t
+                C += 1.0
+                np.divide(slope, C, out=C)
+                rising = C > lam_p * b ** (p - 1.0)
+                np.copyto(left, b, where=rising)
+                np.copyto(right, b, where=~rising)
             b = 0.5 * (left + right)
         b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
-        val, d1, C = value_and_slope(b)
+        C = chord(b)
+        val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
         out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
         if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
             out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
                                  + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
     return np.where(np.isnan(out), np.inf, out)
+
+
+def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
+                rounded: bool = False) -> np.ndarray:
+    r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
+    :func:`_interval_values` other than the chord (``rounded``: as there)."""
+    U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    if rounded:
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+        power = np.where(np.isnan(power), np.inf, power)
+    return np.minimum(step, power)
 
 
 def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -349,16 +421,36 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
     is an upper bound in floating point too; the slack of a bound is never charged to another (a huge K of an
     unused power bound once inflated a bound by 10^49).
     """
-    U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
-    chord = _chord_sup(lam, G, A, 2.0 / s, rounded)
-    if rounded:
-        with np.errstate(over="ignore", invalid="ignore"):
-            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
-            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
-        power = np.where(np.isnan(power), np.inf, power)
-    return np.minimum(np.minimum(step, power), chord)
+    return np.minimum(_step_power(lam, G, Kq, U, s, rounded), _chord_sup(lam, G, A, 2.0 / s, rounded))
+
+
+def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
+                  rounded: bool = False) -> np.ndarray:
+    r"""``np.max(_interval_values(lam, …), axis=1)``, the same floats, computing the chord bound (the costly one) only
+    where it can matter: per row, first at the interval whose other two bounds are largest, which gives a value v
+    the row's max is at least; an interval whose other two bounds are ≤ v cannot raise the max (its value is ≤ them),
+    so its chord is skipped. Every chord bound computed is :func:`_chord_sup_at` of that entry alone (elementwise).
+    At p = 2 (the chord's stationary point in closed form, no bisection) the plain max is faster: taken there."""
+    p = 2.0 / s
+    if p == 2.0:
+        return np.max(_interval_values(lam, G, Kq, U, A, s, rounded), axis=1)
+    sp = _step_power(lam, G, Kq, U, s, rounded)
+    E = _chord_excess(G)
+
+    def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)
+
+    rows = np.arange(lam.size)
+    top = np.argmax(sp, axis=1)
+    first = np.minimum(sp[rows, top], chord_at(rows, top))
+    with np.errstate(invalid="ignore"):
+        todo = sp > first[:, None]  # NaN rows (the first value NaN) compare False: their max is that NaN
+    todo[rows, top] = False
+    r, c = np.nonzero(todo)
+    vals = np.full(sp.shape, -np.inf)
+    vals[rows, top] = first
+    vals[r, c] = np.minimum(sp[r, c], chord_at(r, c))
+    return np.max(vals, axis=1)
 
 
 def _dual(
@@ -370,21 +462,21 @@ def _dual(
     """
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
-    vals = cand * mp + dim * np.max(_interval_values(cand, G, Kq, U, A, s), axis=1)
+    vals = cand * mp + dim * _interval_max(cand, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
-        near_vals = near * mp + dim * np.max(_interval_values(near, G, Kq, U, A, s), axis=1)
+        near_vals = near * mp + dim * _interval_max(near, G, Kq, U, A, s)
         if near_vals.min() < vals[best]:
             cand, vals = near, near_vals
             best = int(np.argmin(vals))
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = _interval_values(np.array([lam]), G, Kq, U, A, s, rounded=True)[0]
-    bound = (lam * mp + dim * float(np.max(v))) * (1.0 + _FP_SLACK)
+    v = float(_interval_max(np.array([lam]), G, Kq, U, A, s, rounded=True)[0])
+    bound = (lam * mp + dim * v) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
 
@@ -400,7 +492,10 @@ def _lattice_shift(i: int) -> float:
     return 2.0 ** (i / _LATTICE)
 
 
-@lru_cache(maxsize=4096)
+#: S_j bounds computed so far: {(j, σ, β, d, p): bound} (:func:`ball_log_moment`, :func:`ball_log_moments`)
+_ball_cache: Dict[Tuple[int, float, float, int, float], float] = {}
+
+
 def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> float:
     r"""Upper bound on S_j = sup_{‖μ‖_p ≤ m} Σ_i L_j(|μ_i|), m = 1/noise_multiplier (Lagrangian dual, see module).
 
@@ -410,7 +505,63 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
     min(g(U_{i+1}), K(A_{i+1})·u^{2/p}), refined (interval split at the lattice point nearest the geometric
     midpoint) where the bound exceeds the same dual on grid points by more than 3e-3 relative (at most 24
     rounds of 16 splits). Any grid gives a valid bound; the lattice only lets different σ share quadratures.
+    Cached; :func:`ball_log_moments` computes several orders at once (the same floats).
     """
+    return _ball_log_moments_of([int(j)], noise_multiplier, beta, dim, clip_norm_p, batched=False)[0]
+
+
+def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
+                         batched: bool = True) -> list:
+    r"""[:func:`ball_log_moment` (j, …) for j in ``js``]: the orders not cached run their refinements
+    (:func:`_ball_log_moment_rounds`) side by side, and each round's quadratures of every order go in one batch
+    (``batched``; False: one batch per order, the plain path the tests compare with). Every order's grid and bound
+    are those it gets alone: its refinement reads only its own values, and a batch gives each shift the value it
+    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`)."""
+    keys = {j: (int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js}
+    runs = {j: _ball_log_moment_rounds(j, noise_multiplier, beta, dim, clip_norm_p) for j in keys
+            if keys[j] not in _ball_cache}
+    asks = {}
+    for j, run in list(runs.items()):
+        try:
+            asks[j] = next(run)
+        except StopIteration as done:
+            _ball_cache[keys[j]] = done.value
+    while asks:
+        groups = [asks] if batched else [{j: a} for j, a in asks.items()]
+        answers = {}
+        for group in groups:
+            G = _log_moment_uppers_by_order(group, beta)
+            K = _quadratic_bounds_by_order(group, beta)
+            answers.update({j: (G[j], K[j]) for j in group})
+        for j in list(asks):
+            try:
+                asks[j] = runs[j].send(answers[j])
+            except StopIteration as done:
+                _ball_cache[keys[j]] = done.value
+                del asks[j]
+    return [_ball_cache[keys[j]] for j in js]
+
+
+def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float) -> Dict[int, np.ndarray]:
+    """{j: K(a) of :func:`quadratic_coefficients` where a ≤ _QUADRATIC_MAX_SHIFT, +∞ elsewhere (there the quadratic
+    bound does not help: K(0) = 0)} for {j: shifts a}, every order in one batch."""
+    small = {j: a <= _QUADRATIC_MAX_SHIFT for j, a in requests.items()}
+    shifts = [requests[j][small[j]] for j in requests]
+    if not shifts:
+        return {}
+    orders = np.concatenate([np.full(a.size, float(j)) for j, a in zip(requests, shifts)])
+    vals = np.split(quadratic_coefficients(orders, np.concatenate(shifts), beta),
+                    np.cumsum([a.size for a in shifts])[:-1])
+    out = {}
+    for (j, a), v in zip(requests.items(), vals):
+        out[j] = np.full(a.shape, math.inf)
+        out[j][small[j]] = v
+    return out
+
+
+def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float):
+    """The refinement of :func:`ball_log_moment` as a generator: it yields the shifts whose (L_j upper bounds,
+    K bounds) it needs next, is sent them, and returns the bound."""
     m = 1.0 / noise_multiplier
     p = clip_norm_p
     if dim == 1:
@@ -419,21 +570,10 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         return dim * log_moment_upper(j, m, beta) * (1.0 + _FP_SLACK)
     mp = m ** p
     s = 2.0 / p
-
-    def kq(a: np.ndarray) -> np.ndarray:  # the quadratic bound only helps for small shifts (K(0) = 0)
-        small = a <= _QUADRATIC_MAX_SHIFT
-        out = np.full(a.shape, math.inf)
-        out[small] = quadratic_coefficients(j, a[small], beta)
-        return out
-
     i_lo = _INITIAL_STEP * math.floor(_LATTICE * math.log2(min(m, 1e-3 / j)) / _INITIAL_STEP)
     i_hi = math.ceil(_LATTICE * math.log2(m))
     A = np.array([0.0] + [a for a in (_lattice_shift(i) for i in range(i_lo, i_hi + 1, _INITIAL_STEP)) if a < m] + [m])
-
-    def values(a_arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        return log_moment_uppers(j, a_arr, beta), kq(a_arr)
-
-    G, Kq = values(A)
+    G, Kq = yield A
     U = A ** p
     U[-1] = mp
     if not np.all(np.isfinite(G)):
@@ -453,7 +593,7 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
         new = new[(new > A[loose]) & (new < A[loose + 1])]
         if new.size == 0:
             return bound
-        G_new, K_new = values(new)
+        G_new, K_new = yield new
         A = np.concatenate([A, new])
         U = np.concatenate([U, new ** p])
         G = np.concatenate([G, G_new])
@@ -508,7 +648,7 @@ def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: 
     bounds at j_a < j < j_b is an upper bound at j.
     """
     js = _computed_orders(int(max_order))
-    vals = np.array([ball_log_moment(int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js])
+    vals = np.array(_ball_log_moments_of([int(j) for j in js], noise_multiplier, beta, dim, clip_norm_p))
     xs = np.concatenate([[1], js])
     ys = np.concatenate([[0.0], vals])
     out = np.zeros(int(max_order) + 1)
@@ -684,7 +824,8 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, ball_log_moment, log_moment_upper):
+    for fn in (step_rdp, log_moment_upper):
         fn.cache_clear()
+    _ball_cache.clear()
     _k_cache.clear()
     renyi.clear_moment_cache()

@@ -234,7 +234,37 @@ def _log_mgf(seg, direction: str, L0: float) -> Tuple[np.ndarray, float]:
     pmf, rho, _ = ctd_pmf(t, dl, rr, hull_tolerance(seg))
     nz = pmf > 0  # zero masses contribute nothing to the MGF
     lp, tz = np.log(pmf[nz]), t[nz]
-    return logsumexp(lp[None, :] + _LAMBDAS[:, None] * tz[None, :], axis=1), rho
+    return log_mgf(lp, tz, _LAMBDAS), rho
+
+
+#: rows of lp + λ·t that :func:`log_mgf` reduces at once (a block of 8 × 40001 float64 stays in cache)
+_MGF_ROWS = 8
+
+
+def log_mgf(lp: np.ndarray, t: np.ndarray, lams: np.ndarray) -> np.ndarray:
+    r"""K(λ) = log Σ_j e^{lp_j + λ t_j} for each λ in ``lams``: ``scipy.special.logsumexp(lp + λ·t)``, the same floats,
+    in blocks of rows that stay in cache (:func:`_logsumexp_rows`)."""
+    out = np.empty(len(lams))
+    for i in range(0, len(lams), _MGF_ROWS):
+        out[i:i + _MGF_ROWS] = _logsumexp_rows(lp[None, :] + lams[i:i + _MGF_ROWS, None] * t[None, :])
+    return out
+
+
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    r"""``scipy.special.logsumexp(a, axis=1)`` of a 2-D float64 array, the same floats: scipy's steps for real input
+    (the maxima m_i of each row taken out of its sum: log1p(Σ_{j ≠ max} e^{a_j − a_max}/n_max) + log n_max + a_max),
+    without its second pass of exp over the whole array, which it reads only where that result is not finite: those
+    rows are handed to scipy itself."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a_max = np.max(a, axis=1, keepdims=True)
+        at_max = a == a_max
+        n_max = np.sum(at_max.astype(a.dtype), axis=1, keepdims=True, dtype=a.dtype)
+        s = np.sum(np.exp(np.where(at_max, -np.inf, a) - a_max), axis=1, keepdims=True, dtype=a.dtype)
+        s = np.where(s == 0, s, s / n_max)
+        out = (np.log1p(s) + np.log(n_max) + a_max)[:, 0]
+    for i in np.flatnonzero(~np.isfinite(out)):
+        out[i] = logsumexp(a[i])
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -308,7 +338,7 @@ def fine_half_width(steps: Sequence[Tuple[np.ndarray, int]], ts: np.ndarray, del
     for pmf, count in steps:
         nz = pmf > 0
         lp, tz = np.log(pmf[nz]), ts[nz]
-        k = np.array([logsumexp(lp + lam * tz) for lam in lams])
+        k = log_mgf(lp, tz, lams)
         logk += count * np.maximum(k, 0.0)
     log_target = math.log(delta_error / (8.0 * _tail_events(len(steps))))
     return float(np.min((logk - log_target) / lams))

@@ -90,13 +90,13 @@ def _peak(j: float, a: float, beta: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def cached_split(shifts: np.ndarray, cache: dict, key, zero: bool = False) -> Tuple[np.ndarray, list]:
-    """(values, indices still to compute) for a batch of shifts: 0 where a = 0 (or everywhere if ``zero``), the
-    cached value where ``cache`` holds ``key(i, a)``, and the index i otherwise (the caller fills those in)."""
+def cached_split(shifts: np.ndarray, cache: dict, key) -> Tuple[np.ndarray, list]:
+    """(values, indices still to compute) for a batch of shifts: 0 where a = 0, the cached value where ``cache``
+    holds ``key(i, a)``, and the index i otherwise (the caller fills those in)."""
     out = np.zeros(shifts.shape)
     todo = []
     for i, a in enumerate(shifts.tolist()):
-        if zero or a == 0.0:
+        if a == 0.0:
             continue
         k = key(i, a)
         if k in cache:
@@ -106,10 +106,12 @@ def cached_split(shifts: np.ndarray, cache: dict, key, zero: bool = False) -> Tu
     return out, todo
 
 
-def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) -> np.ndarray:
+def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.ndarray:
     r"""Upper bounds on log M(j; a) = log ∫ e^{g(x)} dx − log Z for every shift a in ``shifts`` (one batch),
     g(x) = −(j|x − a|^β + (1 − j)|x|^β)/β, j > 0: enclosures, not estimates (docs/accounting.md, "The moment
-    quadrature encloses"). ``epsrel`` (scalar or per shift): the bounds stop refining once within it.
+    quadrature encloses"). ``epsrel`` (scalar or per shift): the bounds stop refining once within it. ``j``: one
+    order, or one per shift (several orders in one batch: each shift's value is the one it gets alone, as every
+    operation on a subinterval is elementwise and each shift's subintervals keep their order).
 
     g is unimodal (peak x* = a/(1 − r), r = ((j−1)/j)^{1/(β−1)}, for j > 1; the root of g' in [0, a] for j < 1)
     and between the breakpoints 0, a, x* each piece is one analytic function ((±z)^β, (±(z − a))^β). On each
@@ -126,14 +128,16 @@ def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) ->
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
     eps_arr = np.broadcast_to(np.asarray(epsrel, dtype=np.float64), shifts.shape)
+    j_arr = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
     log_z = _log_z(beta)
-    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (float(j), a, float(beta), float(eps_arr[i])),
-                             zero=j == 1.0)
+    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (float(j_arr[i]), a, float(beta), float(eps_arr[i])))
+    todo = [i for i in todo if j_arr[i] != 1.0]  # M(1) = 1
     if not todo:
         return out
     own, XL, XR, setups = [], [], [], {}
     for i in todo:
         a = float(shifts[i])
+        j = float(j_arr[i])
         x_star = _peak(j, a, beta)
         g_star = -(j * abs(x_star - a) ** beta + (1.0 - j) * abs(x_star) ** beta) / beta if math.isfinite(x_star) \
             else math.inf
@@ -164,15 +168,15 @@ def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) ->
             own.append(np.full(len(pts) - 1, i))
     if not own:
         for i in todo:
-            _moment_cache[(float(j), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+            _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
         return out
     xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
     n = len(shifts)
-    params = np.zeros((4, n))
+    params = np.zeros((5, n))
     for i, (x_star, g_star, slack, _) in setups.items():
-        params[:, i] = (shifts[i], x_star, g_star, slack)
+        params[:, i] = (shifts[i], x_star, g_star, slack, j_arr[i])
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
-                                lambda l, r, o: _subinterval_bounds(l, r, params[:, o], j, beta))
+                                lambda l, r, o: _subinterval_bounds(l, r, params[:, o], beta))
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
         # the per-shift sum over subintervals (np.bincount adds in sequence), plus the tails
@@ -183,7 +187,7 @@ def log_moments_upper(j: float, shifts: Sequence[float], beta: float, epsrel) ->
         val = g_star - log_z + math.log(total)
         out[i] = val + 4.0 * _EPS * (abs(g_star) + abs(log_z) + abs(val)) + 1e-300
     for i in todo:
-        _moment_cache[(float(j), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+        _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
     return out
 
 
@@ -239,12 +243,13 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
     return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), 0.0)
 
 
-def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: float, beta: float):
-    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack per
+def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
+    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j per
     subinterval): upper = min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and
     a), lower = GL − error bound (only a refinement target)."""
-    a, x_star, g_star, slack = prm
+    a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
+    n_a, n_0 = c_a[:, None], c_0[:, None]  # per node (rows: subintervals)
 
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
@@ -255,10 +260,10 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, j: floa
     ac = a[:, None]
     t_a, t_0 = np.abs(x - ac), np.abs(x)
     pa, p0 = t_a ** beta, t_0 ** beta
-    gx = -(c_a * pa + c_0 * p0) / beta
+    gx = -(n_a * pa + n_0 * p0) / beta
     # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
-    g1 = abs(c_a) * t_a ** (beta - 1.0) + abs(c_0) * t_0 ** (beta - 1.0)
-    err = 8 * _EPS * ((abs(c_a) * pa + abs(c_0) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star)[:, None] + np.abs(x) * g1)
+    g1 = abs(n_a) * t_a ** (beta - 1.0) + abs(n_0) * t_0 ** (beta - 1.0)
+    err = 8 * _EPS * ((abs(n_a) * pa + abs(n_0) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star)[:, None] + np.abs(x) * g1)
     sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
 
     def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V]
