@@ -187,6 +187,19 @@ def _version() -> str:
         return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata costs ~0.1 s of start-up
+    that ``--help`` and every command would otherwise pay)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None):
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every subcommand."""
     parser = _Parser(prog="opacus-gg",
@@ -194,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "(epsilon, noise-multiplier, curve, compare), β-DP-SGD training (train, sweep, "
                                  "report, study, demo-data) and GGNMax/PATE (pate, pate-experiment, outliers). "
                                  "Run 'opacus-gg <command> --help' for a command's options.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="<command>")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
