@@ -146,7 +146,8 @@ def test_a_missing_equal_spread_reference_is_said_aloud(monkeypatch):
 
     monkeypatch.setattr(api, "_compose_tight", failing)
     with pytest.warns(UserWarning, match=r"PRV over every equal spread.*not available.*total mass 1\.5"):
-        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=1.5, dim=100)
+        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=1.5, dim=100,
+                                  diagnostics=True)
     assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon)
     bracket = rep.prv_bracket()
     assert bracket["upper"] is None and "total mass 1.5" in bracket["not_available"]

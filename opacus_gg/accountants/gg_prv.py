@@ -19,7 +19,7 @@ from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_dim
 from .api import compute_epsilon_history, proven_epsilon_history, validate_ball_bound
-from .history import append_step, parse_segment, validate_accountant_state
+from .history import OPACUS_GAUSSIAN_MECHANISMS, append_step, parse_segment, validate_accountant_state
 from .report import EpsilonReport
 
 __all__ = ["GGPRVAccountant"]
@@ -123,8 +123,14 @@ class GGPRVAccountant(IAccountant):
 
     def load_state_dict(self, state_dict) -> None:
         """Restore history and defaults (validated like Opacus's loader, and every entry as
-        :func:`~.history.validate_accountant_state` checks it, before anything is changed)."""
+        :func:`~.history.validate_accountant_state` checks it, before anything is changed). The state of Opacus's
+        ``prv``, ``rdp`` or ``gdp`` accountant loads too: its ``(σ, q, steps)`` entries were Gaussian steps with ℓ2
+        clipping, recorded as such (β = 2, d = 1, p = 2: ε does not depend on d there) whatever this accountant's
+        defaults for later steps are."""
         validate_accountant_state(state_dict, self.mechanism())
+        if state_dict["mechanism"] in OPACUS_GAUSSIAN_MECHANISMS:
+            self.history = [(float(s), float(q), int(t), 2.0, 1, 2.0) for s, q, t in state_dict["history"]]
+            return
         super().load_state_dict(state_dict)
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")
