@@ -12,6 +12,24 @@ from opacus_gg.experiments.demo_data import write_adult, write_cifar10, write_de
 
 __all__ = ["write_adult", "write_cifar10", "write_imdb", "write_svhn"]
 
+#: test files of the full command only (marked ``full``, deselected by the README's quick tier ``-m "not slow and
+#: not full"``): they train models end to end, spawn processes (DDP, the CLI in a subprocess, the example script)
+#: or run Opacus's own engine suite. Each still runs in the full command (``.ci/run``); the accountant's soundness
+#: properties, the engine, clipping, noise and the CLI's answers keep their tests in the quick tier.
+FULL_ONLY_FILES = frozenset({
+    "test_opacus_suite.py", "test_ddp.py", "test_example_dp_sgd.py", "test_readme_snippets.py",
+    "test_experiments_run.py", "test_experiments_sweep.py", "test_experiments_train.py",
+    "test_experiments_train_more.py", "test_study.py", "test_cli_outputs.py", "test_pate_experiments.py",
+    "test_accountant_tight.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Mark the tests of :data:`FULL_ONLY_FILES` ``full``."""
+    for item in items:
+        if item.path.name in FULL_ONLY_FILES:
+            item.add_marker(pytest.mark.full)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _ball_table_cache(tmp_path_factory: pytest.TempPathFactory):

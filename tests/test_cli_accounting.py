@@ -292,3 +292,30 @@ def test_verbose_says_when_the_spread_cover_is_looser_than_the_proven_bound():
     loose = [x for x in lines(1.6616) if "PRV over every equal spread" in x]
     assert len(loose) == 1 and "not a bracket of epsilon" in loose[0] and len(loose[0]) <= 160
     assert not any("not a bracket" in x for x in lines(1.2799))
+
+
+def test_opacus_example_flag_names_point_at_ours(capsys):
+    """``--sigma`` (Opacus's examples' σ) is answered with --noise-multiplier, not the closest spelling (--dim)."""
+    argv = ["epsilon", "--sigma", "1", "--beta", "2", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-5"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--sigma" in err and "use --noise-multiplier" in err and "--dim" not in err
+
+
+def test_noise_multiplier_takes_epochs_as_the_api_does(capsys):
+    """``--epochs E`` solves on the steps training runs (opacus_gg.steps.steps_for_epochs), as the API's epochs=;
+    exactly one of --steps and --epochs."""
+    from opacus_gg.accountants import get_noise_multiplier
+
+    common = ["noise-multiplier", "--target-epsilon", "3", "--beta", "2", "--sample-rate", "0.1", "--delta", "1e-5",
+              "--json"]
+    assert main(common + ["--epochs", "2.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 25
+    assert out["noise_multiplier"] == get_noise_multiplier(target_epsilon=3, target_delta=1e-5, sample_rate=0.1,
+                                                           epochs=2.5)
+    for bad in (["--epochs", "2", "--steps", "20"], []):
+        with pytest.raises(SystemExit) as e:
+            main(common + bad)
+        assert e.value.code == 2 and "--epochs" in capsys.readouterr().err

@@ -46,8 +46,13 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
                        "query)")
     if args.ball_bound != "renyi" and args.mode == "paper":
         raise CLIError("--ball-bound table needs --mode certified (paper mode prints the paper's estimate)")
+    steps = args.steps
+    if steps is None:  # noise-multiplier --epochs: the steps training runs (opacus_gg.steps, as the API counts them)
+        from ..steps import steps_for_epochs
+
+        steps = steps_for_epochs(args.epochs, sample_rate=float(args.sample_rate))
     return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
-                steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
+                steps=int(steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
                 count_noise_multiplier=args.count_noise_multiplier)
 
 
@@ -196,8 +201,8 @@ COUNT_HELP = ("σ_c > 0 of adaptive clipping's noisy unclipped count, released e
               "ε with it is larger")
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    add_mechanism_args(p)
+def _add_common(p: argparse.ArgumentParser, epochs: bool = False) -> None:
+    add_mechanism_args(p, epochs=epochs)
     p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
@@ -234,7 +239,7 @@ def register(subparsers: Any) -> None:
                               description="The smallest σ (to the solver's tolerance) whose ε(δ) after T steps is "
                                           "≤ the target; prints σ rounded up and the ε at that σ with its scope.")
     p.add_argument("--target-epsilon", type=positive_float, required=True, help="target ε > 0")
-    _add_common(p)
+    _add_common(p, epochs=True)
     p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.set_defaults(func=cmd_noise_multiplier)
 
