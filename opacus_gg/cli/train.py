@@ -68,11 +68,13 @@ def build_config(args: argparse.Namespace) -> Dict[str, Any]:
         flags["resume"] = args.resume
     if args.noise_multiplier is None and args.target_epsilon is not None:
         flags["privacy.noise_multiplier"] = None
-    return check_paths(validate_config(apply_overrides(cfg, flags)))
+    return validate_config(apply_overrides(cfg, flags))
 
 
-#: datasets read from files under ``data.root`` (:mod:`opacus_gg.experiments.data`; the others are bundled or made)
-FILE_DATASETS = ("cifar10", "svhn", "adult", "imdb")
+#: datasets read from files under ``data.root`` → what they read there (:mod:`opacus_gg.experiments.data`; the
+#: other datasets are bundled or generated)
+FILE_DATASETS = {"cifar10": "cifar-10-batches-py/", "svhn": "train_32x32.mat and test_32x32.mat",
+                 "adult": "adult.data and adult.test", "imdb": "the aclImdb/ tree"}
 
 
 def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
@@ -87,14 +89,14 @@ def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
     d = cfg["data"]
     root = Path(d.get("root") or ".").expanduser()
     if d["name"] in FILE_DATASETS and not d.get("download") and not root.is_dir():
-        raise CLIError(f"--data-root: no directory {root} (data.name = {d['name']} reads its files from there; "
-                       "pass --download for CIFAR-10/SVHN, or write small stand-ins with opacus-gg demo-data)")
+        raise CLIError(f"--data-root: no directory {root} (data.name = {d['name']} reads {FILE_DATASETS[d['name']]} "
+                       "there; pass --download for CIFAR-10/SVHN, or write small stand-ins with opacus-gg demo-data)")
     return cfg
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
-    cfg = build_config(args)  # a bad config, flag or path is answered before torch's import (seconds)
+    cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
     from opacus_gg.experiments.train import epsilon_text, run
 
     res = run(cfg)
@@ -119,7 +121,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """Run the β × target ε × seeds grid, then write the table and plot."""
     from opacus_gg.experiments.config import apply_overrides
 
-    cfg = build_config(args)  # a bad config, flag or path is answered before torch's import (seconds)
+    cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
     ov: Dict[str, Any] = {}
     if args.betas:
         ov["sweep.betas"] = _floats(args.betas, "--betas")
