@@ -138,7 +138,8 @@ def add_mechanism_args(p: argparse.ArgumentParser, epochs: bool = False) -> None
                        help=f"number of steps T in [1, {STEPS_MAX:.0e}]")
     if epochs:
         steps.add_argument("--epochs", type=positive_float, default=None,
-                           help="number of epochs: T = ⌈epochs / q⌉ steps (never fewer than training runs)")
+                           help="number of epochs: T = ⌈epochs · ⌈1/q⌉⌉ steps, as the API's epochs= "
+                                "(opacus_gg.steps.steps_for_epochs: never fewer than training runs)")
     p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
     p.add_argument("--dim", type=dim_value, default=None, help=DIM_HELP)
     p.add_argument("--clip-norm-p", type=norm_p, default=None,
