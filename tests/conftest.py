@@ -37,6 +37,11 @@ FULL_ONLY_TESTS = frozenset({
     "test_extreme_inputs.py::test_large_beta_many_coordinates_is_a_true_bound_not_an_overflow_artefact",
     # sibling: test_report_diagnostics.py (the default report never composes the equal-spread PRV, same ε)
     "test_accountant_cache.py::test_get_epsilon_is_the_report_epsilon_and_skips_the_equal_spread_prv",
+    # siblings: every in-process CLI test (this one runs the console script in a subprocess)
+    "test_cli_accounting.py::test_console_script_runs",
+    # siblings: the same tests at their other parameters
+    "test_accountant_ball_rdp.py::test_order_tiers_match_the_full_order_set[1.0-0.02-300]",
+    "test_accountant_oracle.py::test_one_coordinate_epsilon_matches_dp_accounting[2.5-1.5-0.05-100-1e-05-0.0002]",
 })
 
 
