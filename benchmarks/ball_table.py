@@ -114,7 +114,7 @@ def run(s: Setting, refine_to: Optional[float], built: set) -> dict:
         warnings.simplefilter("always")
         try:
             rep = compute_epsilon(noise_multiplier=s.sigma, sample_rate=s.q, steps=s.steps, delta=s.delta,
-                                  beta=s.beta, dim=s.dim, clip_norm_p=s.p, ball_bound="table")
+                                  beta=s.beta, dim=s.dim, clip_norm_p=s.p, ball_bound="table", diagnostics=True)
         except Exception as e:  # noqa: BLE001
             row["error"] = row.get("error", "") + " report: " + _error(e)
             return row
@@ -170,7 +170,7 @@ def print_sweep(s: Setting) -> None:
             print(f"| {s.beta:g} | {s.p:g} | {s.sigma:g} | {s.q:g} | {s.steps:g} | {s.dim:g} | ERROR {_error(e)} |")
             return
         rep = compute_epsilon(noise_multiplier=s.sigma, sample_rate=s.q, steps=s.steps, delta=s.delta, beta=s.beta,
-                              dim=s.dim, clip_norm_p=s.p)
+                              dim=s.dim, clip_norm_p=s.p, diagnostics=True)
     cover = rep.prv_bracket()["upper"] if "prv_failed" not in rep.details else None
     renyi = rep.details.get("epsilon_rdp")
     print(f"| {s.beta:g} | {s.p:g} | {s.sigma:g} | {s.q:g} | {s.steps:g} | {s.dim:g} | {_up(w['upper'])} |"

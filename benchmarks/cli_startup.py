@@ -3,7 +3,7 @@
     python benchmarks/cli_startup.py [--repeats 5]
 
 Times ``opacus-gg --help``, ``opacus-gg epsilon --help``, an argparse error (missing options), a value error
-(``--dim`` missing for β = 1.5) and ``--version``; prints the median and the minimum wall time of each over
+(``--dim`` missing for β = 1.5), ``--version`` and ``train``'s answers to a bad config, checkpoint or data root; prints the median and the minimum wall time of each over
 ``--repeats`` runs of ``python -m opacus_gg`` (the console script does the same import). torch and opacus are
 imported only inside the commands that compute, so none of these should load them.
 """
@@ -25,6 +25,10 @@ CASES = {
     "value error (--dim required)": ["epsilon", "--beta", "1.5", "--noise-multiplier", "1", "--sample-rate",
                                      "0.01", "--steps", "10", "--delta", "1e-5"],
     "opacus-gg --version": ["--version"],
+    "train: unknown config": ["train", "--config", "nosuch"],
+    "train: --resume without a checkpoint": ["train", "--config", "quickstart", "--resume", "/nonexistent/ckpt.pt"],
+    "train: missing --data-root": ["train", "--config", "quickstart", "--set", "data.name=cifar10", "--data-root",
+                                   "/nonexistent"],
 }
 
 

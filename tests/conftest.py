@@ -12,6 +12,45 @@ from opacus_gg.experiments.demo_data import write_adult, write_cifar10, write_de
 
 __all__ = ["write_adult", "write_cifar10", "write_imdb", "write_svhn"]
 
+#: test files of the full command only (marked ``full``, deselected by the README's quick tier ``-m "not slow and
+#: not full"``): they train models end to end, spawn processes (DDP, the CLI in a subprocess, the example script)
+#: or run Opacus's own engine suite. Each still runs in the full command (``.ci/run``); the accountant's soundness
+#: properties, the engine, clipping, noise and the CLI's answers keep their tests in the quick tier.
+FULL_ONLY_FILES = frozenset({
+    "test_opacus_suite.py", "test_ddp.py", "test_example_dp_sgd.py", "test_readme_snippets.py",
+    "test_experiments_run.py", "test_experiments_sweep.py", "test_experiments_train.py",
+    "test_experiments_train_more.py", "test_study.py", "test_cli_outputs.py", "test_pate_experiments.py",
+    "test_accountant_tight.py",
+})
+#: single tests of the full command only: the slowest of the quick files (30–150 s each on the loaded 2-core
+#: machine), each with a faster sibling in the quick tier that checks the same property (named beside it)
+FULL_ONLY_TESTS = frozenset({
+    # sibling: test_proven_epsilon_is_above_the_lower_bound_oracle (one segment; the schedule's is composed alike)
+    "test_accountant_properties.py::test_proven_epsilon_of_a_schedule_is_above_the_lower_bound_oracle",
+    # siblings: test_table_bound_publishes_the_smaller_proven_epsilon_labelled_prv_table, the solver's own tests
+    "test_ball_table.py::test_solver_table_bound_lowers_sigma_and_meets_the_target",
+    # siblings: the same test at (1.2, 1.5, 1) and (1.8, 1.8, 4)
+    "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[3.0-1.5-1]",
+    "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[1.2-1.2-1]",
+    "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[1.5-1.5-1]",
+    # sibling: test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason
+    "test_extreme_inputs.py::test_large_beta_many_coordinates_is_a_true_bound_not_an_overflow_artefact",
+    # sibling: test_report_diagnostics.py (the default report never composes the equal-spread PRV, same ε)
+    "test_accountant_cache.py::test_get_epsilon_is_the_report_epsilon_and_skips_the_equal_spread_prv",
+    # siblings: every in-process CLI test (this one runs the console script in a subprocess)
+    "test_cli_accounting.py::test_console_script_runs",
+    # siblings: the same tests at their other parameters
+    "test_accountant_ball_rdp.py::test_order_tiers_match_the_full_order_set[1.0-0.02-300]",
+    "test_accountant_oracle.py::test_one_coordinate_epsilon_matches_dp_accounting[2.5-1.5-0.05-100-1e-05-0.0002]",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Mark the tests of :data:`FULL_ONLY_FILES` and :data:`FULL_ONLY_TESTS` ``full``."""
+    for item in items:
+        if item.path.name in FULL_ONLY_FILES or f"{item.path.name}::{item.name}" in FULL_ONLY_TESTS:
+            item.add_marker(pytest.mark.full)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _ball_table_cache(tmp_path_factory: pytest.TempPathFactory):

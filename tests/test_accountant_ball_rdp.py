@@ -160,7 +160,8 @@ def test_gaussian_pipeline_is_above_opacus_rdp_and_prv(sigma, q, steps):
 
 @pytest.mark.parametrize("beta,d", [(1.5, 4), (3.0, 8)])
 def test_proven_bound_is_above_the_equal_spread_prv(beta, d):
-    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=200, delta=1e-5, beta=beta, dim=d)
+    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.02, steps=200, delta=1e-5, beta=beta, dim=d,
+                             diagnostics=True)
     assert report.certified and report.method == "rdp"
     assert report.epsilon == report.details["epsilon_rdp"]
     assert report.epsilon >= report.epsilon_upper  # the PRV upper bound over equal spreads

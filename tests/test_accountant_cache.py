@@ -21,7 +21,7 @@ def _eps(steps):
         acc.history.append((1.0, 0.02, steps // 2, 1.5, 8, 1.5))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # β ≤ 2: proven, no warning
-        return acc.get_epsilon_report(1e-5).epsilon_upper  # the equal-spread PRV ε (computed by the report)
+        return acc.get_epsilon_report(1e-5, diagnostics=True).epsilon_upper  # the equal-spread PRV ε
 
 
 def test_growing_history_reuses_step_prvs_and_matches_cold_call():
@@ -51,7 +51,9 @@ def test_get_epsilon_is_the_report_epsilon_and_skips_the_equal_spread_prv():
     assert spreads.spread_pairs.cache_info().misses == 0
     assert discretization.step_dprv.cache_info().misses == 0
     assert ball_rdp.step_rdp.cache_info().misses == 4  # two segments' ball bound, and their Gaussians' for the gate
-    report = acc.get_epsilon_report(1e-5)
+    assert acc.get_epsilon_report(1e-5).epsilon == fast  # the default report: the same number, the same path
+    assert spreads.spread_pairs.cache_info().misses == 0 and discretization.step_dprv.cache_info().misses == 0
+    report = acc.get_epsilon_report(1e-5, diagnostics=True)
     assert report.certified and report.method == "rdp" and report.details["gaussian_domination"].startswith("skip")
     assert report.epsilon == fast
     assert report.epsilon_equal_spreads is not None and report.epsilon_equal_spreads < fast

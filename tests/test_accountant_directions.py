@@ -48,7 +48,7 @@ def test_no_direction_beats_reported_epsilon(beta, d, n):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         rep = compute_epsilon(noise_multiplier=SIGMA, sample_rate=Q, steps=T, delta=DELTA, beta=beta, dim=d,
-                              eps_error=EPS_ERR)
+                              diagnostics=True, eps_error=EPS_ERR)
     found = [_eps_direction(_unit(v, beta) / SIGMA, beta) for v in _directions(d, n)]
     worst_upper = max(u for u, _ in found)
     worst_estimate = max(e for _, e in found)
@@ -75,7 +75,8 @@ def test_one_step_envelope_dominates_directions_beta_below_2(d):
 
 
 def test_beta_above_2_is_proven_by_the_ball_rdp_bound_and_grows_with_dim():
-    r16 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=16)
+    r16 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=16,
+                          diagnostics=True)
     r1 = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=3.0, dim=1)
     assert r1.certified and r1.method == "prv" and r16.certified and r16.method == "rdp"
     assert r16.epsilon_equal_spreads is not None and r16.epsilon_equal_spreads > 1.1 * r1.epsilon

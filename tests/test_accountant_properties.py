@@ -363,7 +363,8 @@ extreme = dict(beta=st.floats(1.0, 60.0), sigma=st.floats(1e-3, 1e4), q=st.float
 def _check_never_nan(beta, sigma, q, steps, delta, dim):
     """Any accepted input gives a number ≥ 0 that is not NaN (∞ allowed), or one of the library's refusals."""
     try:
-        rep = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=dim)
+        rep = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=dim,
+                              diagnostics=True)  # the equal-spread PRV's upper end too
     except REFUSALS:
         return
     for value in (rep.epsilon, rep.epsilon_upper):

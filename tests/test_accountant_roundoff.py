@@ -310,7 +310,8 @@ def test_product_pair_of_a_wide_loss_window_keeps_every_tilt(sigma, beta, dim):
 @pytest.mark.parametrize("beta,dim", ((1.5, 10**6), (3.0, 100)))
 def test_shape_pairs_pass_their_mass_checks_and_the_prv_is_computed(beta, dim):
     # a failed check would publish the Rényi bound alone with details["prv_failed"]: the equal-spread PRV must run
-    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=beta, dim=dim)
+    report = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=beta, dim=dim,
+                             diagnostics=True)
     assert "prv_failed" not in report.details
     assert set(report.details["epsilon_by_direction"]) == {"remove", "add"}
 

@@ -329,7 +329,8 @@ def test_validate_ball_bound_names_the_parameter_and_the_allowed_values():
 
 
 def test_table_bound_publishes_the_smaller_proven_epsilon_labelled_prv_table(coarse_spec):
-    rep = compute_epsilon(**WIN, ball_bound="table")
+    rep = compute_epsilon(**WIN, ball_bound="table", diagnostics=True)
+    assert compute_epsilon(**WIN, ball_bound="table").epsilon == rep.epsilon  # the default report: the same number
     renyi = compute_epsilon(**WIN)
     d = rep.details
     assert renyi.method == "rdp" and "epsilon_ball_table" not in renyi.details
@@ -483,7 +484,7 @@ def test_table_one_step_epsilon_is_above_the_lower_bound_oracle_for_every_shape_
             worst = max(worst, low)
         for dim in (1, 2, 3, 100):
             rep = compute_epsilon(noise_multiplier=sigma, sample_rate=1.0, steps=1, delta=delta, beta=beta, dim=dim,
-                                  clip_norm_p=p)
+                                  clip_norm_p=p, diagnostics=True)
             assert eps >= rep.epsilon_upper - rep.details["mesh"], (beta, delta, dim)
         print(f"beta = {beta}, p = {p}, delta = {delta:g}: table {eps:.4f}, worst oracle lower bound {worst:.4f}")
 
@@ -494,7 +495,7 @@ def test_default_table_is_within_two_percent_of_the_worst_equal_spread_at_the_qu
     equal-spread PRV 1.2799); builds the default table (~110 s on one core)."""
     kw = dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=1.5, dim=2410, clip_norm_p=1.5)
     assert api.TABLE_SPEC is None and default_spec(1.5) == TableSpec()
-    rep = compute_epsilon(**kw, ball_bound="table")
+    rep = compute_epsilon(**kw, ball_bound="table", diagnostics=True)
     spreads = rep.epsilon_upper
     assert rep.method == "prv_table" and rep.epsilon == rep.details["epsilon_ball_table"]
     assert spreads - rep.details["mesh"] <= rep.epsilon <= 1.02 * spreads, (rep.epsilon, spreads)

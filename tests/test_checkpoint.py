@@ -178,6 +178,40 @@ def test_opacus_checkpoint_resumes_in_gg_engine_and_back(accountant, tmp_path):
     assert history == [(1.2, 0.25, 8)]  # uninterrupted two epochs: one segment of 8 steps
 
 
+@pytest.mark.parametrize("accountant", ["prv", "rdp"])
+def test_opacus_gaussian_checkpoint_loads_into_the_default_gg_prv_engine(accountant, tmp_path):
+    """An Opacus checkpoint (Gaussian steps (σ, q, T)) loads into GGPrivacyEngine's default gg_prv accountant: the
+    parameters are Opacus's, the steps are recorded at β = 2 whatever the engine's β, and ε is the certified
+    Gaussian ε of that history; training on adds segments; a gg_prv checkpoint still refuses a prv engine."""
+    from opacus import PrivacyEngine
+
+    from opacus_gg.accountants import compute_epsilon
+
+    pe, model, opt, dl = _fresh_gaussian(PrivacyEngine, accountant)
+    _epoch(model, opt, dl)
+    path = tmp_path / "opacus.pt"
+    pe.save_checkpoint(path=path, module=model, optimizer=opt)
+    (sigma, q, steps), = pe.accountant.history
+    torch.manual_seed(1)
+    model_b = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    opt_b = torch.optim.SGD(model_b.parameters(), lr=0.05, momentum=0.9)
+    gg = GGPrivacyEngine()  # the default accountant, gg_prv
+    model_b, opt_b, dl_b = gg.make_private(module=model_b, optimizer=opt_b, data_loader=dl, noise_multiplier=1.2,
+                                           max_grad_norm=1.0, beta=1.5, clip_norm_p=2.0)
+    gg.load_checkpoint(path=path, module=model_b, optimizer=opt_b)
+    assert gg.accountant.mechanism() == "gg_prv"
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), model_b.parameters()))
+    assert gg.accountant.history == [(sigma, q, steps, 2.0, 1, 2.0)]  # Gaussian steps, not the engine's β = 1.5
+    eps = gg.get_epsilon(DELTA)
+    assert eps == compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=DELTA).epsilon
+    _epoch(model_b, opt_b, dl_b)
+    assert len(gg.accountant.history) == 2 and gg.accountant.history[1][3] == 1.5 and gg.get_epsilon(DELTA) > eps
+    path_gg = tmp_path / "gg.pt"
+    gg.save_checkpoint(path=path_gg, module=model_b, optimizer=opt_b)
+    with pytest.raises(ValueError, match="gg_prv"):
+        GGPrivacyEngine(accountant="prv").load_checkpoint(path=path_gg, module=model_b, optimizer=opt_b)
+
+
 # -- safe loading (weights_only=True by default) and a validated accountant history -----------------------
 
 

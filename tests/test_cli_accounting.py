@@ -108,14 +108,24 @@ def test_epsilon_json_clip_norm_default_and_inf(capsys):
 def test_json_keys_explain_themselves_and_no_upper_end_is_below_what_it_bounds(capsys):
     # β = 1.5, d > 1: the published ε is the proven Rényi bound; the PRV runs over equal spreads beside it and its
     # upper end is below ε, so it is named for what it brackets (scope "equal_spreads"), not "epsilon_upper"
+    # (computed with --diagnostics; without it the JSON says it was not computed, and ε is the same number)
     argv = ["epsilon", "--beta", "1.5", "--dim", "2410", "--noise-multiplier", "1", "--sample-rate", "0.01",
             "--steps", "100", "--delta", "1e-5", "--json"]
-    assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--diagnostics"]) == 0
+    err = capsys.readouterr()
+    out = json.loads(err.out)
+    assert "computing the equal-spread PRV" in err.err and "diagnostics done in" in err.err  # progress, on stderr
     assert not {"epsilon_lower", "epsilon_upper", "epsilon_estimate"} & set(out)
     assert out["epsilon_method"] == "rdp" and "Rényi" in out["epsilon_method_text"]
     b = out["prv_bracket"]
     assert b["scope"] == "equal_spreads" and b["lower"] <= b["estimate"] <= b["upper"] <= out["epsilon"]
+    assert out["worst_direction"] in ("add", "remove") and out["worst_shape_k"] >= 1
+    assert main(argv) == 0
+    err = capsys.readouterr()
+    fast = json.loads(err.out)
+    assert fast["epsilon"] == out["epsilon"] and err.err == ""
+    assert fast["prv_bracket"]["upper"] is None and fast["prv_bracket"]["not_computed"].startswith("not computed")
+    assert fast["worst_direction"] is None and fast["worst_shape_k"] is None
 
 
 def test_default_line_is_short_and_verbose_has_the_rest(capsys):
@@ -129,6 +139,7 @@ def test_default_line_is_short_and_verbose_has_the_rest(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == line and all(len(x) <= 160 for x in lines)
     assert any("over equal spreads" in x for x in lines[1:]) and any("worst case" in x for x in lines[1:])
+    assert not any("not computed" in x for x in lines)
 
 
 def test_epsilon_human_readable_rounds_up(capsys):
@@ -185,7 +196,7 @@ def test_beta3_prints_the_proven_bound_and_labels_the_equal_spread_one(capsys):
     # Rényi bound over the ℓp ball and the (smaller) equal-spread ε is printed beside it with its own label
     argv = ["epsilon", "--beta", "3", "--noise-multiplier", "2", "--sample-rate", "0.1", "--steps", "3",
             "--delta", "1e-5", "--dim", "50"]
-    assert main(argv + ["--json"]) == 0
+    assert main(argv + ["--json", "--diagnostics"]) == 0
     js = json.loads(capsys.readouterr().out)
     assert js["epsilon_scope"] == "proven" and js["certified"] is True and js["epsilon_method"] == "rdp"
     assert js["epsilon_equal_spreads"] < js["epsilon"] and js["epsilon_equal_spreads_scope"] == "equal_spreads"
@@ -281,3 +292,30 @@ def test_verbose_says_when_the_spread_cover_is_looser_than_the_proven_bound():
     loose = [x for x in lines(1.6616) if "PRV over every equal spread" in x]
     assert len(loose) == 1 and "not a bracket of epsilon" in loose[0] and len(loose[0]) <= 160
     assert not any("not a bracket" in x for x in lines(1.2799))
+
+
+def test_opacus_example_flag_names_point_at_ours(capsys):
+    """``--sigma`` (Opacus's examples' σ) is answered with --noise-multiplier, not the closest spelling (--dim)."""
+    argv = ["epsilon", "--sigma", "1", "--beta", "2", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-5"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--sigma" in err and "use --noise-multiplier" in err and "--dim" not in err
+
+
+def test_noise_multiplier_takes_epochs_as_the_api_does(capsys):
+    """``--epochs E`` solves on the steps training runs (opacus_gg.steps.steps_for_epochs), as the API's epochs=;
+    exactly one of --steps and --epochs."""
+    from opacus_gg.accountants import get_noise_multiplier
+
+    common = ["noise-multiplier", "--target-epsilon", "3", "--beta", "2", "--sample-rate", "0.1", "--delta", "1e-5",
+              "--json"]
+    assert main(common + ["--epochs", "2.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 25
+    assert out["noise_multiplier"] == get_noise_multiplier(target_epsilon=3, target_delta=1e-5, sample_rate=0.1,
+                                                           epochs=2.5)
+    for bad in (["--epochs", "2", "--steps", "20"], []):
+        with pytest.raises(SystemExit) as e:
+            main(common + bad)
+        assert e.value.code == 2 and "--epochs" in capsys.readouterr().err

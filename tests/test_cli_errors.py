@@ -190,3 +190,23 @@ def test_library_warnings_are_one_line_once_and_notices_dropped(capsys: pytest.C
     show(UserWarning("Full backward hook is firing when gradients are computed"), UserWarning, "x.py", 3)
     err = capsys.readouterr().err
     assert err == "opacus-gg: warning: beta=3.0 > 2 with clip_norm_p=3.0: epsilon grows with dim\n"
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["train", "--config", "nosuch"], "no bundled config"),
+    (["train", "--config", "quickstart", "--resume", "/nonexistent/ckpt.pt"], "--resume: no checkpoint"),
+    (["train", "--config", "adult_fcn", "--data-root", "/nonexistent/data"], "adult.data"),
+    (["sweep", "--config", "adult_fcn", "--data-root", "/nonexistent/data"], "--data-root: no directory"),
+])
+def test_train_answers_a_bad_config_or_path_before_importing_torch(argv, fragment) -> None:
+    """The one-line error comes before torch (seconds of imports) is loaded: a fresh interpreter that runs the
+    command has no torch in sys.modules afterwards."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from opacus_gg.cli import main; rc = main(%r); "
+            "print(rc, 'torch' in sys.modules, 'opacus' in sys.modules)" % (argv,))
+    root = str(Path(__file__).resolve().parents[1])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.stdout.split() == ["2", "False", "False"], (r.stdout, r.stderr)
+    assert fragment in r.stderr and r.stderr.count("\n") == 1

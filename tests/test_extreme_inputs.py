@@ -100,10 +100,13 @@ def test_cli_extreme_arguments_are_one_line_exit_2(cli, argv):
 
 def test_prv_out_of_range_publishes_the_renyi_bound_and_inf_says_why(cli):
     """β = 10, σ = 1, d = 100 used to raise OverflowError from the equal-spread PRV: the proven Rényi bound is
-    published (here ∞, with a one-line warning saying why), and the CLI prints no numpy warning."""
-    with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[10.0\].*raise noise_multiplier or lower beta"):
-        rep = compute_epsilon(noise_multiplier=1.0, beta=10.0, dim=100, **SETTING)
-    assert rep.epsilon == math.inf and rep.method == "rdp" and "prv_failed" in rep.details
+    published (here ∞, with a one-line warning saying why), and the CLI prints no numpy warning. By default the
+    equal-spread PRV is not run; with diagnostics it runs, fails, and the report says so."""
+    for diagnostics in (False, True):
+        with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[10.0\].*raise noise_multiplier or lower beta"):
+            rep = compute_epsilon(noise_multiplier=1.0, beta=10.0, dim=100, diagnostics=diagnostics, **SETTING)
+        assert rep.epsilon == math.inf and rep.method == "rdp" and "infinite_because" in rep.details
+        assert ("prv_failed" in rep.details) is diagnostics
     code, out, err = cli(["epsilon", "--beta", "10", "--dim", "100", "--noise-multiplier", "1", "--sample-rate",
                           "0.01", "--steps", "100", "--delta", "1e-5"])
     assert code == 0 and out.startswith("epsilon = inf (proven")
@@ -146,7 +149,8 @@ def test_a_missing_equal_spread_reference_is_said_aloud(monkeypatch):
 
     monkeypatch.setattr(api, "_compose_tight", failing)
     with pytest.warns(UserWarning, match=r"PRV over every equal spread.*not available.*total mass 1\.5"):
-        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=1.5, dim=100)
+        rep = api.compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=1.5, dim=100,
+                                  diagnostics=True)
     assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon)
     bracket = rep.prv_bracket()
     assert bracket["upper"] is None and "total mass 1.5" in bracket["not_available"]

@@ -231,7 +231,7 @@ def test_dominating_gaussian_is_published_where_the_equal_spread_prv_fails(monke
 
     monkeypatch.setattr(api, "compose_history", failing)
     with pytest.warns(UserWarning, match="not available"):
-        rep = compute_epsilon(**NEAR_TWO)
+        rep = compute_epsilon(**NEAR_TWO, diagnostics=True)
     assert "prv_failed" in rep.details and rep.method == "prv_gaussian" and rep.certified
     assert rep.epsilon == rep.details["epsilon_gaussian_domination"] < rep.details["epsilon_rdp"]
     hist = [(1.0, NEAR_TWO["sample_rate"], NEAR_TWO["steps"], 1.9, 10, 2.0)]

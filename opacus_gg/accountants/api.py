@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 import math
 import warnings
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .history import PairSegment, Segment, normalize_history
-from .report import EpsilonReport
+from .report import NOT_COMPUTED, EpsilonReport
 from .shapes import is_certified
 
 __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history", "compute_delta",
@@ -96,6 +96,8 @@ def compute_epsilon_history(
     eps_error: float = 0.01,
     delta_error: Optional[float] = None,
     ball_bound: str = "renyi",
+    diagnostics: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
     **paper_kwargs,
 ) -> EpsilonReport:
     r"""ε(δ) of a history of Poisson-subsampled GG steps (certified: max over add/remove of ε_upper).
@@ -104,6 +106,13 @@ def compute_epsilon_history(
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
     (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
     (:mod:`.ball_prv`, p ≤ 1.8) and publishes the smaller proven ε (method "prv_table" where the table wins).
+
+    ``diagnostics``: where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1, p < ∞), the published ε is a
+    bound over the whole ℓp ball and the equal-spread PRV (its bracket, the worst direction and spread, the
+    equal-spread ε) is a reference beside it, composed only when asked (True; seconds to a minute): by default
+    the report carries the published number alone, bit-identical, and says the rest was not computed
+    (:meth:`.report.EpsilonReport.prv_bracket`). Where the PRV is the published ε it is always computed.
+    ``progress``: called with a short text before each equal-spread composition (where ``diagnostics`` runs it).
     """
     delta = validate_delta(delta)
     if mode not in MODES:
@@ -129,11 +138,17 @@ def compute_epsilon_history(
     if is_full_batch_gaussian(segs):
         return _full_batch_report(segs, delta)
     uncertified = [s for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)]
+    if uncertified and not diagnostics:  # the published proven bound alone (the equal-spread PRV: on request)
+        return _ball_report(segs, delta, eps_error, delta_error, ball_bound)
     try:
         # where the Rényi bound is published the PRV runs beside it: its float warnings (overflow on the way to
         # a refusal) are not the user's business; where it is published its own checks speak
         with _quiet_floats() if uncertified else contextlib.nullcontext():
-            results = [_compose_tight(segs, delta, d, eps_error, delta_error) for d in ("remove", "add")]
+            results = []
+            for d in ("remove", "add"):
+                if uncertified and progress is not None:
+                    progress(f"equal-spread PRV (diagnostics), {d} direction")
+                results.append(_compose_tight(segs, delta, d, eps_error, delta_error))
     except PRV_OUT_OF_RANGE as e:  # also "epsilon is too large to bound": the Rényi bound may still be finite
         report = _rdp_only_report(segs, delta, e, prv_published=not uncertified)
         if uncertified:
@@ -239,14 +254,41 @@ def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], de
     return _publish_if_smaller(report, eps, "prv_gaussian", {**details, "epsilon_gaussian_domination": eps})
 
 
+def _ball_report(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float,
+                 ball_bound: str) -> EpsilonReport:
+    r"""The published report where the PRV covers equal spreads only, computing only what it publishes: the Rényi
+    bound over the ℓp ball, or the smaller dominating Gaussian's PRV (Lemma N) or ball table's PRV
+    (``ball_bound="table"``); the same ε as with ``diagnostics=True`` (the same calls, in the same order). The
+    equal-spread PRV is not composed: its bracket, direction and spread are None and ``details["diagnostics"]``
+    says so (:data:`.report.NOT_COMPUTED`). ε = ∞ (every Rényi moment overflows, and no PRV bound is finite) is
+    said with a UserWarning."""
+    eps, order = rdp_ball_epsilon(segs, delta)
+    details = {"rdp_order": order, "epsilon_rdp": eps, "eps_error": eps_error, "delta_error": delta_error,
+               "dim": _dims(segs), "diagnostics": NOT_COMPUTED}
+    report = EpsilonReport(epsilon=eps, epsilon_lower=None, epsilon_estimate=None, epsilon_upper=None, delta=delta,
+                           mode="certified", scope="proven", method="rdp", direction=None, shape_k=None,
+                           details=details)
+    report = _with_gaussian_domination(report, segs, delta, eps_error, delta_error)
+    if ball_bound == "table":
+        report = _with_ball_table(report, segs, delta, eps_error, delta_error)
+    if not math.isfinite(report.epsilon):
+        why = ("every Rényi order's moment of the privacy loss overflows at these settings (the bound is infinite, "
+               "not the privacy loss necessarily)")
+        report.details["infinite_because"] = why
+        warnings.warn(f"epsilon = inf at beta={sorted({s.beta for s in segs})}, noise_multiplier="
+                      f"{sorted({s.noise_multiplier for s in segs})}: {why}; raise noise_multiplier or lower beta",
+                      UserWarning, stacklevel=3)
+    return report
+
+
 def _publish_if_smaller(report: EpsilonReport, eps: float, method: str, details: dict) -> EpsilonReport:
     """The report with ``details``, and with the proven bound ``eps`` published (labelled ``method``) where it is
     below the published one; the equal-spread PRV stays beside it where it is smaller still."""
     if not eps < report.epsilon:
         return dataclasses.replace(report, details=details)
-    spreads = report.epsilon_upper
+    spreads = report.epsilon_upper  # None where the equal-spread PRV was not computed (diagnostics=False)
     return dataclasses.replace(report, epsilon=eps, method=method, details=details,
-                               epsilon_equal_spreads=spreads if spreads < eps else None)
+                               epsilon_equal_spreads=spreads if spreads is not None and spreads < eps else None)
 
 
 def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> Optional[list]:
@@ -472,10 +514,13 @@ def compute_epsilon(
     eps_error: float = 0.01,
     delta_error: Optional[float] = None,
     ball_bound: str = "renyi",
+    diagnostics: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
     **paper_kwargs,
 ) -> EpsilonReport:
     """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history` (``count_noise_multiplier``:
-    each step also releases a noisy count, adaptive clipping's; :mod:`.history`).
+    each step also releases a noisy count, adaptive clipping's; :mod:`.history`; ``diagnostics``: also the
+    equal-spread PRV's bracket, direction and spread where they are not the published ε).
 
     ``dim`` (the number of noised coordinates d) is required unless β = 2 with p ≤ 2: everywhere else ε grows
     with d, and ValueError says so (:func:`opacus_gg.validation.validate_dim`)."""
@@ -486,6 +531,8 @@ def compute_epsilon(
         eps_error=eps_error,
         delta_error=delta_error,
         ball_bound=ball_bound,
+        diagnostics=diagnostics,
+        progress=progress,
         **paper_kwargs,
     )
 

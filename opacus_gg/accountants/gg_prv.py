@@ -4,8 +4,9 @@ History entries are ``(noise_multiplier, sample_rate, steps, beta, dim, clip_nor
 ``count_noise_multiplier`` appended for steps that also release adaptive clipping's noisy count
 (:mod:`.history`); equal consecutive steps are merged (like Opacus's ``PRVAccountant``). ``get_epsilon`` returns the proven upper bound of
 :func:`opacus_gg.accountants.compute_epsilon_history` (computed alone, :func:`.api.proven_epsilon_history`) (max over add/remove adjacency and over every shift
-in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` also carries the
-equal-spread ε where it is smaller (``epsilon_equal_spreads``, worst case found by search, not proven);
+in ``dim`` dimensions allowed by ℓ_{clip_norm_p} clipping); ``get_epsilon_report`` returns the same number in an
+:class:`EpsilonReport`, and with ``diagnostics=True`` also the equal-spread ε where it is smaller
+(``epsilon_equal_spreads``, worst case found by search, not proven) and the PRV's bracket;
 ``get_tradeoff`` the proven trade-off curve (the TPR bound of any membership-inference attack at every FPR).
 """
 
@@ -19,7 +20,7 @@ from opacus.accountants import IAccountant
 
 from ..validation import validate_beta, validate_clip_norm_p, validate_dim
 from .api import compute_epsilon_history, proven_epsilon_history, validate_ball_bound
-from .history import append_step, parse_segment, validate_accountant_state
+from .history import OPACUS_GAUSSIAN_MECHANISMS, append_step, parse_segment, validate_accountant_state
 from .report import EpsilonReport
 from .tradeoff import MU_FPR_MIN, TradeoffReport, compute_tradeoff_history
 
@@ -64,11 +65,14 @@ class GGPRVAccountant(IAccountant):
         append_step(self.history, parse_segment(entry, self._defaults()))
 
     def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
-                           mode: str = "certified", **kwargs) -> EpsilonReport:
-        """Full :class:`EpsilonReport` for the history (3-tuples use the accountant's defaults)."""
+                           mode: str = "certified", diagnostics: bool = False, **kwargs) -> EpsilonReport:
+        """:class:`EpsilonReport` for the history (3-tuples use the accountant's defaults): the ``get_epsilon``
+        number, at about its cost; ``diagnostics=True`` also composes the equal-spread PRV beside it (its
+        bracket, worst direction and spread; seconds to a minute for β ≠ 2, d > 1), as
+        :func:`.api.compute_epsilon_history` describes."""
         hist = [self._complete(e) for e in self.history]
         report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error,
-                                         ball_bound=self.ball_bound)
+                                         ball_bound=self.ball_bound, diagnostics=diagnostics)
         if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
             report = dataclasses.replace(report, scope="shuffled")
         return report
@@ -131,8 +135,14 @@ class GGPRVAccountant(IAccountant):
 
     def load_state_dict(self, state_dict) -> None:
         """Restore history and defaults (validated like Opacus's loader, and every entry as
-        :func:`~.history.validate_accountant_state` checks it, before anything is changed)."""
+        :func:`~.history.validate_accountant_state` checks it, before anything is changed). The state of Opacus's
+        ``prv``, ``rdp`` or ``gdp`` accountant loads too: its ``(σ, q, steps)`` entries were Gaussian steps with ℓ2
+        clipping, recorded as such (β = 2, d = 1, p = 2: ε does not depend on d there) whatever this accountant's
+        defaults for later steps are."""
         validate_accountant_state(state_dict, self.mechanism())
+        if state_dict["mechanism"] in OPACUS_GAUSSIAN_MECHANISMS:
+            self.history = [(float(s), float(q), int(t), 2.0, 1, 2.0) for s, q, t in state_dict["history"]]
+            return
         super().load_state_dict(state_dict)
         self.history = [tuple(e) for e in self.history]
         d = state_dict.get("defaults")

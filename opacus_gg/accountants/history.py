@@ -163,12 +163,21 @@ def append_step(history: list, seg: Segment) -> None:
     history.append(seg.as_tuple())
 
 
+#: Opacus's accountants whose history is Gaussian steps ``(σ, q, steps)`` (β = 2, ℓ2 clipping): ``gg_prv`` accounts
+#: them exactly (docs/engine.md, "Checkpoints"), so their state loads into it
+OPACUS_GAUSSIAN_MECHANISMS = ("prv", "rdp", "gdp")
+
+
 def validate_accountant_state(state: Any, mechanism: str) -> None:
     """A privacy accountant's ``state_dict`` as read from a file: a mapping with ``mechanism`` equal to the
     accountant's and a ``history`` of valid entries (:func:`~opacus_gg.accountants.history.validate_history`;
-    ``gg_prv`` entries take the ``defaults`` stored beside them). ``ValueError`` naming what is wrong."""
+    ``gg_prv`` entries take the ``defaults`` stored beside them); ``gg_prv`` also takes the state of Opacus's
+    Gaussian accountants (:data:`OPACUS_GAUSSIAN_MECHANISMS`: ``(σ, q, steps)`` entries at β = 2).
+    ``ValueError`` naming what is wrong."""
     if not isinstance(state, Mapping) or "history" not in state or "mechanism" not in state:
         raise ValueError("privacy_accountant_state_dict must be a dict with 'history' and 'mechanism'")
+    if mechanism == "gg_prv" and state["mechanism"] in OPACUS_GAUSSIAN_MECHANISMS:
+        mechanism = state["mechanism"]  # Opacus's Gaussian steps: validated as such below
     if state["mechanism"] != mechanism:
         raise ValueError(
             f"privacy_accountant_state_dict is of accountant {state['mechanism']!r} and cannot be loaded into "

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from ..formatting import DIGITS, fmt_down, fmt_up
 
-__all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "METHOD_TEXT", "format_epsilon", "scope_fields"]
+__all__ = ["EpsilonReport", "SCOPES", "SCOPE_TEXT", "METHOD_TEXT", "NOT_COMPUTED", "format_epsilon", "scope_fields"]
 
 SCOPES = ("proven", "equal_spreads", "shuffled", "estimate")
 SCOPE_TEXT: Dict[str, str] = {
@@ -31,6 +31,9 @@ SCOPE_TEXT: Dict[str, str] = {
 #: the proven bounds over the whole ℓp ball that a report may carry in ``details`` (name, key), as printed
 PROVEN_BOUNDS = (("ball table", "epsilon_ball_table"), ("dominating Gaussian", "epsilon_gaussian_domination"),
                  ("Rényi", "epsilon_rdp"))
+#: what a report says of the equal-spread PRV (bracket, worst direction and spread) that it did not compute: by
+#: default only the published ε is computed (:func:`.api.compute_epsilon_history`'s ``diagnostics``)
+NOT_COMPUTED = "not computed (pass diagnostics=True, or --verbose / --diagnostics on the command line)"
 #: what produced a report's published ε (``EpsilonReport.method``), as printed beside it
 METHOD_TEXT: Dict[str, str] = {
     "prv": "GG accountant: PRV",
@@ -100,12 +103,22 @@ class EpsilonReport:
         """What produced ``epsilon`` (:data:`METHOD_TEXT`)."""
         return METHOD_TEXT.get(self.method, self.method)
 
+    @property
+    def diagnostics_computed(self) -> bool:
+        """False where the equal-spread PRV beside the published ε was not composed (the default; its bracket,
+        direction and spread are then None): ``diagnostics=True`` computes it."""
+        return "diagnostics" not in self.details
+
     def prv_bracket(self) -> Dict[str, Any]:
         """The PRV computation's lower end, estimate and upper end, and the scope of that upper end: ``epsilon``
         itself when ``method`` is "prv" (or "paper"), else the PRV over every equal spread ("equal_spreads")
         that runs beside the published Rényi bound, which its upper end may be below. Where the PRV failed
-        (``details["prv_failed"]``) the three are None and ``not_available`` holds the reason."""
+        (``details["prv_failed"]``) the three are None and ``not_available`` holds the reason; where it was not
+        computed (the default, :attr:`diagnostics_computed`) they are None and ``not_computed`` says how to ask."""
         scope = self.scope if self.method in ("prv", "paper", "gaussian") else "equal_spreads"
+        if not self.diagnostics_computed:
+            return {"lower": None, "estimate": None, "upper": None, "scope": scope,
+                    "not_computed": self.details["diagnostics"]}
         if "prv_failed" in self.details:  # the PRV did not run to the end: no bracket, and why
             return {"lower": None, "estimate": None, "upper": None, "scope": scope,
                     "not_available": self.details["prv_failed"]}
@@ -138,6 +151,9 @@ class EpsilonReport:
             "PRV over every shift" if b["scope"] == "proven" else "PRV over every equal spread")
         if "not_available" in b:  # the published ε is the Rényi (or Gaussian) bound; the PRV's numbers do not exist
             lines.append(f"  PRV accountant: not available: {b['not_available']}")
+            return lines
+        if "not_computed" in b:  # the default: only the published ε was computed
+            lines.append(f"  {what} (bracket, worst direction and spread): {b['not_computed']}")
             return lines
         # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):
         # where that cover is looser than the proven bound, its bracket is the cover's, not ε's

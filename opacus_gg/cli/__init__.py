@@ -130,15 +130,27 @@ DIM_HELP = ("number of noised coordinates d (the model's trainable parameters); 
             "p ≤ 2, since ε grows with d everywhere else")
 
 
-def add_mechanism_args(p: argparse.ArgumentParser) -> None:
-    """The options that define the subsampled GG mechanism's history: β, q, T, δ, d, p."""
+def add_mechanism_args(p: argparse.ArgumentParser, epochs: bool = False) -> None:
+    """The options that define the subsampled GG mechanism's history: β, q, T, δ, d, p (``epochs``: T given as
+    ``--steps`` or as ``--epochs``, exactly one, as the API's ``get_noise_multiplier`` takes them)."""
     p.add_argument("--beta", type=beta_value, required=True, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
     p.add_argument("--sample-rate", type=rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    p.add_argument("--steps", type=steps_value, required=True, help=f"number of steps T in [1, {STEPS_MAX:.0e}]")
+    steps = p.add_mutually_exclusive_group(required=True) if epochs else p
+    steps.add_argument("--steps", type=steps_value, required=not epochs,
+                       help=f"number of steps T in [1, {STEPS_MAX:.0e}]")
+    if epochs:
+        steps.add_argument("--epochs", type=positive_float, default=None,
+                           help="number of epochs: T = ⌈epochs · ⌈1/q⌉⌉ steps, as the API's epochs= "
+                                "(opacus_gg.steps.steps_for_epochs: never fewer than training runs)")
     p.add_argument("--delta", type=probability, required=True, help="target δ in (0, 1)")
     p.add_argument("--dim", type=dim_value, default=None, help=DIM_HELP)
     p.add_argument("--clip-norm-p", type=norm_p, default=None,
                    help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
+
+
+#: flags of Opacus's example scripts (examples/mnist.py, cifar10.py) → ours, for the "unrecognized argument" hint
+OPACUS_EXAMPLE_FLAGS = {"--sigma": "--noise-multiplier", "--max-per-sample-grad_norm": "--max-grad-norm",
+                        "--max-per-sample-grad-norm": "--max-grad-norm", "--sample_rate": "--sample-rate"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -165,6 +177,10 @@ class _Parser(argparse.ArgumentParser):
             name = text.split("=", 1)[0]
             if not name.startswith("--") or name == "--" or any(k.startswith(name) for k in known):
                 continue  # a value, or an option (or an abbreviation of one) that argparse accepts
+            alias = OPACUS_EXAMPLE_FLAGS.get(name)
+            if alias in known:  # Opacus's examples' name for one of ours: that one, not the closest spelling
+                return (f"{self.prog}: error: unrecognized argument {name} (Opacus's examples' name for {alias}: "
+                        f"use {alias})")
             close = difflib.get_close_matches(name, known, n=1)
             return (f"{self.prog}: error: unrecognized argument {name}"
                     + (f" (did you mean {close[0]}?)" if close else ""))
@@ -189,6 +205,19 @@ def _version() -> str:
         return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata costs ~0.1 s of start-up
+    that ``--help`` and every command would otherwise pay)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None):
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every subcommand."""
     parser = _Parser(prog="opacus-gg",
@@ -198,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "beside the proven ε), β-DP-SGD training (train, sweep, report, study, demo-data) "
                                  "and GGNMax/PATE (pate, pate-experiment, outliers). "
                                  "Run 'opacus-gg <command> --help' for a command's options.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="<command>")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)

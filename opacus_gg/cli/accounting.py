@@ -46,8 +46,13 @@ def _common_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
                        "query)")
     if args.ball_bound != "renyi" and args.mode == "paper":
         raise CLIError("--ball-bound table needs --mode certified (paper mode prints the paper's estimate)")
+    steps = args.steps
+    if steps is None:  # noise-multiplier --epochs: the steps training runs (opacus_gg.steps, as the API counts them)
+        from ..steps import steps_for_epochs
+
+        steps = steps_for_epochs(args.epochs, sample_rate=float(args.sample_rate))
     return dict(beta=float(args.beta), delta=float(args.delta), sample_rate=float(args.sample_rate),
-                steps=int(args.steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
+                steps=int(steps), dim=int(args.dim or 1), clip_norm_p=args.clip_norm_p,
                 count_noise_multiplier=args.count_noise_multiplier)
 
 
@@ -70,11 +75,16 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     from ..accountants.report import scope_fields
 
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
+    diagnostics = bool(args.verbose or args.diagnostics)  # the equal-spread PRV beside the published ε: when asked
+    t0 = time.perf_counter()
     try:
         rep = compute_epsilon(noise_multiplier=args.noise_multiplier, mode=args.mode, eps_error=args.eps_error,
-                              ball_bound=args.ball_bound, **kw, **paper)
+                              ball_bound=args.ball_bound, diagnostics=diagnostics,
+                              progress=_computing if diagnostics else None, **kw, **paper)
     except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
+    if diagnostics and rep.prv_bracket()["scope"] == "equal_spreads":  # the slow part ran: say how long
+        _stderr_line(f"diagnostics done in {time.perf_counter() - t0:.1f} s")
     if args.json:
         out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
                "worst_direction": rep.direction, "worst_shape_k": rep.shape_k,
@@ -91,6 +101,17 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
             print(f"  count query included: count_noise_multiplier = {kw['count_noise_multiplier']:g} (adaptive "
                   "clipping's noisy count, composed with every step: docs/accounting.md, Lemma 8)")
     return 0
+
+
+def _stderr_line(text: str) -> None:
+    """One progress line on stderr (the slow diagnostics say what they compute before they start)."""
+    sys.stderr.write(f"  {text}\n")
+    sys.stderr.flush()
+
+
+def _computing(what: str) -> None:
+    """The accountant's ``progress`` callback: ``computing <what>...`` on stderr."""
+    _stderr_line(f"computing the {what}...")
 
 
 def _progress_line(target: float):
@@ -180,8 +201,8 @@ COUNT_HELP = ("σ_c > 0 of adaptive clipping's noisy unclipped count, released e
               "ε with it is larger")
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    add_mechanism_args(p)
+def _add_common(p: argparse.ArgumentParser, epochs: bool = False) -> None:
+    add_mechanism_args(p, epochs=epochs)
     p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
@@ -206,14 +227,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed")
     p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.add_argument("--verbose", action="store_true",
-                   help="also print the equal-spread ε, the PRV computation's bracket and the worst case found")
+                   help="also compute and print the equal-spread ε, the PRV computation's bracket and the worst case "
+                        "found (for β ≠ 1, 2 with d > 1: the equal-spread PRV, seconds to a minute, progress on "
+                        "stderr; the printed ε is the same)")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="compute those diagnostics for --json too (prv_bracket, worst_direction, worst_shape_k, "
+                        "epsilon_equal_spreads); without it they are null and prv_bracket says 'not computed'")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser("noise-multiplier", help="σ for a target ε",
                               description="The smallest σ (to the solver's tolerance) whose ε(δ) after T steps is "
                                           "≤ the target; prints σ rounded up and the ε at that σ with its scope.")
     p.add_argument("--target-epsilon", type=positive_float, required=True, help="target ε > 0")
-    _add_common(p)
+    _add_common(p, epochs=True)
     p.add_argument("--json", action="store_true", help="print a JSON object (with epsilon_scope)")
     p.set_defaults(func=cmd_noise_multiplier)
 

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import beta_value, norm_p, positive_float, positive_int, probability
+from . import CLIError, beta_value, norm_p, positive_float, positive_int, probability
 
 # flag → dotted config key
 FLAG_KEYS = {
@@ -71,11 +71,35 @@ def build_config(args: argparse.Namespace) -> Dict[str, Any]:
     return validate_config(apply_overrides(cfg, flags))
 
 
+#: datasets read from files under ``data.root`` → what they read there (:mod:`opacus_gg.experiments.data`; the
+#: other datasets are bundled or generated)
+FILE_DATASETS = {"cifar10": "cifar-10-batches-py/", "svhn": "train_32x32.mat and test_32x32.mat",
+                 "adult": "adult.data and adult.test", "imdb": "the aclImdb/ tree"}
+
+
+def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The paths a run reads, checked before torch is imported (a slip is answered in a second, not after the
+    imports): ``--resume``'s checkpoint, and ``data.root`` for the file datasets unless ``data.download``. The files
+    inside ``data.root`` are checked by the dataset loaders (:mod:`opacus_gg.experiments.data`)."""
+    resume = cfg.get("resume")
+    if resume:
+        path = Path(cfg["output_dir"]) / "checkpoint.pt" if resume in (True, "auto") else Path(resume)
+        if not path.is_file():
+            raise CLIError(f"--resume: no checkpoint at {path}")
+    d = cfg["data"]
+    root = Path(d.get("root") or ".").expanduser()
+    if d["name"] in FILE_DATASETS and not d.get("download") and not root.is_dir():
+        raise CLIError(f"--data-root: no directory {root} (data.name = {d['name']} reads {FILE_DATASETS[d['name']]} "
+                       "there; pass --download for CIFAR-10/SVHN, or write small stand-ins with opacus-gg demo-data)")
+    return cfg
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
+    cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
     from opacus_gg.experiments.train import epsilon_text, run, tradeoff_text
 
-    res = run(build_config(args))
+    res = run(cfg)
     text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, "
             f"ε = {epsilon_text(res['epsilon'], res['epsilon_scope'])} at δ = {res['target_delta']:g}, d = {res['dim']}")
     base = res.get("opacus_baseline")
@@ -99,10 +123,8 @@ def _floats(text: str, flag: str) -> List[float]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run the β × target ε × seeds grid, then write the table and plot."""
     from opacus_gg.experiments.config import apply_overrides
-    from opacus_gg.experiments.report import write_report
-    from opacus_gg.experiments.sweep import run_sweep
 
-    cfg = build_config(args)
+    cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
     ov: Dict[str, Any] = {}
     if args.betas:
         ov["sweep.betas"] = _floats(args.betas, "--betas")
@@ -113,6 +135,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.no_grid:
         ov["sweep.grid"] = {}
     cfg = apply_overrides(cfg, ov)
+    from opacus_gg.experiments.report import write_report
+    from opacus_gg.experiments.sweep import run_sweep
+
     out = Path(cfg["output_dir"])
     rows = run_sweep(cfg, out, skip_existing=not args.rerun)
     failed = sum(r["error"] is not None for r in rows)

@@ -128,15 +128,18 @@ def _paper_epsilon(accountant: Any, delta: float, eps_error: float) -> Any:
         return compute_epsilon_history(list(accountant.history), delta, mode="paper", eps_error=eps_error)
 
 
-def _epsilon_report(engine: Any, delta: float, eps_error: float) -> Any:
-    """The accountant's :class:`~opacus_gg.accountants.EpsilonReport` for the steps taken so far."""
-    return engine.accountant.get_epsilon_report(delta, eps_error=eps_error)
+def _epsilon_report(engine: Any, delta: float, eps_error: float, diagnostics: bool) -> Any:
+    """The accountant's :class:`~opacus_gg.accountants.EpsilonReport` for the steps taken so far: the proven ε
+    (``get_epsilon``'s number), and with ``diagnostics`` (``privacy.equal_spreads_epsilon``) the equal-spread PRV
+    beside it."""
+    return engine.accountant.get_epsilon_report(delta, eps_error=eps_error, diagnostics=diagnostics)
 
 
 def _proven_epsilon(engine: Any, delta: float, eps_error: float) -> Tuple[float, str]:
-    """(ε, "proven"): the accountant's ``get_epsilon``, the number its full report publishes, computed without the
-    equal-spread PRV printed beside it (seconds per call for β ≠ 2): the per-epoch ε of every row."""
-    return engine.accountant.get_epsilon(delta, eps_error=eps_error), "proven"
+    """(ε, scope): the accountant's published ε (``get_epsilon``'s number, computed alone, without the equal-spread
+    PRV) and its scope ("proven", or "shuffled" for a run on shuffled fixed-size batches): every row's ε."""
+    rep = _epsilon_report(engine, delta, eps_error, diagnostics=False)
+    return rep.epsilon, rep.scope
 
 
 def _tradeoff_record(engine: Any, delta: float, eps_error: float, log: Callable[[str], None]) -> Dict[str, Any]:
@@ -395,14 +398,10 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                                                 "wall_time": elapsed, "torch_rng_state": torch.get_rng_state()})
 
     last = rows[-1]
-    from opacus_gg.accountants.report import SCOPE_TEXT, scope_fields
+    from opacus_gg.accountants.report import scope_fields
 
-    if p["equal_spreads_epsilon"]:  # the full report: the proven ε and the equal-spread ε beside it
-        eps_fields = scope_fields(_epsilon_report(engine, delta, p["eps_error"]))
-    else:
-        eps, scope = _proven_epsilon(engine, delta, p["eps_error"])
-        eps_fields = {"epsilon": eps, "epsilon_scope": scope, "epsilon_scope_text": SCOPE_TEXT[scope],
-                      "certified": True, "epsilon_equal_spreads": None}
+    # the proven ε with its method; the equal-spread ε beside it only where the config asks for it
+    eps_fields = scope_fields(_epsilon_report(engine, delta, p["eps_error"], bool(p["equal_spreads_epsilon"])))
 
     summary.update({"epochs_done": last["epoch"], "final_test_accuracy": last["test_accuracy"],
                     "best_test_accuracy": max(r["test_accuracy"] for r in rows[1:]) if len(rows) > 1 else None,

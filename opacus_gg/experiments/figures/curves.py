@@ -93,8 +93,10 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
                            epsilon_scope="proven" if mode == "certified" else "estimate", direction="", shape_k="",
                            error=str(e).splitlines()[0] if str(e) else type(e).__name__)
             else:
-                row.update(epsilon=float(rep.epsilon), epsilon_lower=float(rep.epsilon_lower),
-                           epsilon_estimate=float(rep.epsilon_estimate), epsilon_upper=float(rep.epsilon_upper),
+                # the PRV bracket, direction and spread: None (an empty cell) where they were not computed
+                # (β ≠ 1, 2 with d > 1: the equal-spread PRV beside the published bound is a diagnostic)
+                row.update(epsilon=float(rep.epsilon), epsilon_lower=rep.epsilon_lower,
+                           epsilon_estimate=rep.epsilon_estimate, epsilon_upper=rep.epsilon_upper,
                            certified=bool(rep.certified), epsilon_scope=rep.scope, direction=rep.direction,
                            shape_k=rep.shape_k)
             rows.append(row)
