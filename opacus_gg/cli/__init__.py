@@ -27,6 +27,7 @@ from opacus_gg.validation import (
     validate_clip_norm_p,
     validate_delta,
     validate_dim,
+    validate_noise_multiplier,
     validate_positive,
     validate_positive_int,
     validate_sample_rate,
@@ -85,6 +86,9 @@ steps_value = _checked(lambda text, what: validate_positive_int(_int(text, what)
 dim_value = _checked(lambda text, what: validate_positive_int(_int(text, what), what, maximum=DIM_MAX),
                      "the value")  # d ∈ [1, DIM_MAX]
 positive_float = _checked(validate_positive, "the value")  # a finite number > 0
+#: a noise multiplier σ > 0 in the proven range [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (the API's one rule)
+noise_value = _checked(lambda text, what: validate_noise_multiplier(text, what, allow_zero=False),
+                      "the value")
 beta_value = _checked(validate_beta, "β")  # the GG shape β: a finite number ≥ 1
 probability = _checked(validate_delta, "δ")  # δ ∈ (0, 1)
 rate = _checked(validate_sample_rate, "the sampling rate")  # q ∈ (0, 1]

@@ -28,6 +28,7 @@ from . import (
     dim_value,
     dumps_json,
     needs_dim,
+    noise_value,
     norm_p,
     positive_float,
     probability,
@@ -182,7 +183,7 @@ COUNT_HELP = ("σ_c > 0 of adaptive clipping's noisy unclipped count, released e
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_mechanism_args(p)
-    p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
+    p.add_argument("--count-noise-multiplier", type=noise_value, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
@@ -200,7 +201,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("epsilon", help="privacy budget ε after T steps",
                               description="ε(δ) of T steps of the Poisson-subsampled GG mechanism, printed with "
                                           "its scope (proven / over equal spreads / estimate) and d.")
-    p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0 (noise scale σ·C)")
+    p.add_argument("--noise-multiplier", type=noise_value, required=True, help="σ > 0 (noise scale σ·C)")
     _add_common(p)
     p.add_argument("--n-samples", type=int, default=10**6, help="paper mode: Monte Carlo samples (≥ 1000)")
     p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed")

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import beta_value, norm_p, positive_float, positive_int, probability
+from . import beta_value, noise_value, norm_p, positive_float, positive_int, probability
 
 # flag → dotted config key
 FLAG_KEYS = {
@@ -34,7 +34,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-epsilon", type=positive_float,
                    help="ε to calibrate σ to (config: privacy.target_epsilon)")
     p.add_argument("--delta", type=probability, help="target δ (config: privacy.target_delta)")
-    p.add_argument("--noise-multiplier", type=positive_float, help="fixed σ (skips calibration)")
+    p.add_argument("--noise-multiplier", type=noise_value, help="fixed σ (skips calibration)")
     p.add_argument("--calibration", choices=["certified", "paper"],
                    help="which ε the σ solver targets: the accountant's (certified) or the paper's estimate")
     p.add_argument("--max-grad-norm", type=positive_float, help="clipping norm C")
