@@ -36,9 +36,11 @@ from .accountants.api import validate_ball_bound
 from .accountants.history import validate_accountant_state
 from .checkpoint import PathLike, load_checkpoint_file
 from .optimizers import get_gg_optimizer_class
-from .optimizers.adaptive import COUNT_SENSITIVITY, GGAdaClipMixin, validate_adaptive_keywords
+from .optimizers.adaptive import GGAdaClipMixin
 from .steps import expected_batch_size, steps_for_epochs
 from .validation import (
+    COUNT_SENSITIVITY,
+    validate_adaptive_keywords,
     validate_beta,
     validate_clip_norm_p,
     validate_clipping,

@@ -32,7 +32,7 @@ import torch
 
 from . import distribution
 from .formatting import fmt_up
-from .validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
+from .validation import validate_beta, validate_delta, validate_epsilon, validate_noise_multiplier, validate_positive_int
 
 __all__ = [
     "ADJACENCIES",
@@ -132,7 +132,7 @@ def gg_noisy_argmax(
     the votes' device. The noise is :func:`opacus_gg.distribution.sample` with scale σ·Δ, Δ = 1 vote.
     """
     beta = validate_beta(beta)
-    sigma = validate_scale(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     single = (votes.dim() if isinstance(votes, torch.Tensor) else np.ndim(votes)) == 1
     v = validate_votes(votes)
     if generator is not None and generator.device.type != v.device.type:
@@ -163,7 +163,7 @@ def pate_epsilon(
     GGNMax is post-processing of the noisy histogram.
     """
     steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
-    sigma = validate_scale(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     return _accountants().compute_epsilon(
         noise_multiplier=sigma, sample_rate=1.0, steps=steps, delta=validate_delta(delta), beta=beta, dim=1,
         eps_error=eps_error,
@@ -249,7 +249,7 @@ def aggregate_labels(
         sigma = pate_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, n_queries=n, beta=beta,
                                       adjacency=adjacency)
     else:
-        sigma = validate_scale(noise_multiplier, "noise_multiplier")
+        sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     report = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency=adjacency)
     labels = gg_noisy_argmax(v, beta, sigma, generator=generator)
     return PATEResult(labels=labels, epsilon=float(report.epsilon), delta=delta, noise_multiplier=sigma, beta=beta,

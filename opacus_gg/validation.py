@@ -42,6 +42,9 @@ __all__ = [
     "NOISE_MULTIPLIER_MIN",
     "NOISE_MULTIPLIER_MAX",
     "RECTIFY_MAX",
+    "COUNT_SENSITIVITY",
+    "ADAPTIVE_KEYWORDS",
+    "validate_adaptive_keywords",
 ]
 
 CLIPPING_MODES = ("flat", "per_layer", "adaptive", "ghost")
@@ -286,3 +289,31 @@ def validate_noise_scale(scale: float, beta: float, dim: int, dtype_max: float, 
             f"noise_multiplier or max_grad_norm, or a wider dtype"
         )
     return scale
+
+
+#: add/remove sensitivity of the centred count Σ_i (b_i − ½)
+COUNT_SENSITIVITY = 0.5
+#: the keywords adaptive clipping needs (Opacus's ``AdaClipDPOptimizer``'s)
+ADAPTIVE_KEYWORDS = ("target_unclipped_quantile", "clipbound_learning_rate", "max_clipbound", "min_clipbound",
+                     "unclipped_num_std")
+
+
+def validate_adaptive_keywords(kwargs) -> dict:
+    """The adaptive-clipping keywords of ``kwargs``, checked (ValueError naming the first missing or bad one):
+    γ ∈ [0, 1], η ≥ 0, 0 < min_clipbound < max_clipbound finite, and ``unclipped_num_std`` σ_b by the one rule for
+    noise parameters (:func:`opacus_gg.validation.validate_noise_multiplier`: σ_c = σ_b/½ in the proven range)."""
+    missing = [k for k in ADAPTIVE_KEYWORDS if kwargs.get(k) is None]
+    if missing:
+        raise ValueError(f"clipping='adaptive' needs {', '.join(missing)} (Opacus's AdaClipDPOptimizer keywords)")
+    out = {"target_unclipped_quantile": validate_probability(kwargs["target_unclipped_quantile"],
+                                                             "target_unclipped_quantile"),
+           "clipbound_learning_rate": validate_nonnegative(kwargs["clipbound_learning_rate"],
+                                                           "clipbound_learning_rate"),
+           "max_clipbound": validate_positive(kwargs["max_clipbound"], "max_clipbound"),
+           "min_clipbound": validate_positive(kwargs["min_clipbound"], "min_clipbound"),
+           "unclipped_num_std": validate_noise_multiplier(kwargs["unclipped_num_std"], "unclipped_num_std",
+                                                          allow_zero=False, sensitivity=COUNT_SENSITIVITY)}
+    if not out["min_clipbound"] < out["max_clipbound"]:
+        raise ValueError(f"min_clipbound must be < max_clipbound, got min_clipbound={kwargs['min_clipbound']!r}, "
+                         f"max_clipbound={kwargs['max_clipbound']!r}")
+    return out
