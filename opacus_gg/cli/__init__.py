@@ -4,7 +4,7 @@ Each module in :data:`SUBCOMMAND_MODULES` defines ``register(subparsers)`` which
 ``set_defaults(func=...)``; ``func(args)`` returns an exit code. The modules import torch, opacus and the
 accountant only inside the commands, so ``--help`` and argument errors answer at once.
 
-Every user error (bad option, bad config file, missing data, no GPU, no network) is one line on stderr
+Every user error (bad option, bad config file, missing data, an unwritable path, no GPU, no network) is one line on stderr
 and exit code 2; library warnings are printed once each, as one line.
 """
 
@@ -232,8 +232,10 @@ def _user_error(e: BaseException) -> Optional[str]:
         pkg = EXTRA_MODULES[e.name.split(".")[0]]
         extra = "scatter" if pkg == "kymatio" else "experiments"
         return f"this command needs {pkg}: pip install 'opacus-gg[{extra}]'"
-    if isinstance(e, (CLIError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
-                      PermissionError)):
+    if isinstance(e, MemoryError):  # a setting too large for this machine: say so, not a traceback
+        return f"out of memory ({str(e).splitlines()[0] if str(e) else 'MemoryError'}): lower the sizes asked for"
+    # OSError: a path that cannot be read or written (missing, a directory, under a file, read-only, disk full)
+    if isinstance(e, (CLIError, ValueError, OSError)):
         return str(e).splitlines()[0] if str(e) else type(e).__name__
     return None
 
