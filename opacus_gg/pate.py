@@ -104,9 +104,13 @@ def votes_from_predictions(predictions: TensorLike, n_classes: int) -> torch.Ten
     ``predictions`` is an integer array ``[n_teachers, n_queries]`` with labels in ``[0, n_classes)``.
     """
     n_classes = validate_positive_int(n_classes, "n_classes", minimum=2, allow_float=False)
-    preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
-    if preds.dim() != 2:
-        raise ValueError(f"predictions must have shape [n_teachers, n_queries] (2-D), got {tuple(preds.shape)}")
+    try:
+        preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
+    except (TypeError, ValueError):  # strings, objects, ragged lists
+        raise ValueError("predictions must be an integer array of shape [n_teachers, n_queries]") from None
+    if preds.dim() != 2 or preds.shape[0] < 1 or preds.shape[1] < 1:
+        raise ValueError(f"predictions must have shape [n_teachers, n_queries] (2-D, ≥ 1 teacher and ≥ 1 query), "
+                         f"got {tuple(preds.shape)}")
     if preds.is_floating_point():
         if not bool(torch.isfinite(preds).all()) or not bool((preds == preds.round()).all()):
             raise ValueError("predictions must be integer class labels")

@@ -15,6 +15,7 @@ import difflib
 import importlib
 import json
 import math
+import os
 import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence
@@ -109,6 +110,30 @@ def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], fla
         validate_dim(dim, beta, clip_norm_p, flag)
     except ValueError as e:
         raise CLIError(str(e).replace(f"pass {flag}=", f"pass {flag} ")) from None
+
+
+def writable_dir(path: str, flag: str) -> str:
+    """Refuse (CLIError) an output directory that cannot be made or written, before any work: its nearest existing
+    ancestor must be a writable directory (nothing is created here). Returns ``path``."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CLIError(f"{flag} {path} is a file, not a directory")
+    if not os.path.isdir(probe):
+        raise CLIError(f"{flag} {path} cannot be made: {probe} is a file, not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise CLIError(f"{flag} {path} cannot be written: {probe} is not writable")
+    return path
+
+
+def writable_file(path: str, flag: str) -> str:
+    """Refuse (CLIError) an output file that cannot be written, before any work: not a directory, and its directory
+    can be made and written (:func:`writable_dir`). Returns ``path``."""
+    if os.path.isdir(path):
+        raise CLIError(f"{flag} {path} is a directory, not a file")
+    writable_dir(os.path.dirname(os.path.abspath(path)), flag)
+    return path
 
 
 def dumps_json(obj: Any) -> str:

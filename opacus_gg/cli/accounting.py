@@ -34,6 +34,7 @@ from . import (
     probability,
     rate,
     steps_value,
+    writable_file,
 )
 
 __all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
@@ -149,6 +150,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     from ..experiments.figures.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
+    png = writable_file(args.plot, "--plot")  # refused before the curve is computed
+    csv_path = writable_file(args.csv or os.path.splitext(png)[0] + ".csv", "--csv")
     betas = [validate_beta(b, "--betas") for b in parse_float_list(args.betas, "--betas")]
     sigmas = parse_sigma_range(args.sigmas)
     for b in betas:
@@ -156,8 +159,6 @@ def cmd_curve(args: argparse.Namespace) -> int:
     dim = int(args.dim or 1)
     rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, delta=args.delta,
                          sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p)
-    png = args.plot
-    csv_path = args.csv or os.path.splitext(png)[0] + ".csv"
     write_curve_csv(rows, csv_path)
     plot_privacy_curve(rows, png, epsilon_line=args.epsilon_line)
     print(f"epsilon at delta = {args.delta:g}, q = {args.sample_rate:g}, steps = {args.steps}, dim = {dim} "

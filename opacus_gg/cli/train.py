@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import beta_value, noise_value, norm_p, positive_float, positive_int, probability
+from ..validation import validate_beta, validate_positive, validate_positive_int
+from . import beta_value, noise_value, norm_p, positive_float, positive_int, probability, writable_dir
 
 # flag → dotted config key
 FLAG_KEYS = {
@@ -75,7 +76,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
     from opacus_gg.experiments.train import epsilon_text, run
 
-    res = run(build_config(args))
+    cfg = build_config(args)
+    writable_dir(cfg["output_dir"], "--output-dir")
+    res = run(cfg)
     text = (f"done: test accuracy {res['final_test_accuracy']:.4f}, "
             f"ε = {epsilon_text(res['epsilon'], res['epsilon_scope'])} at δ = {res['target_delta']:g}, d = {res['dim']}")
     base = res.get("opacus_baseline")
@@ -102,15 +105,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     ov: Dict[str, Any] = {}
     if args.betas:
-        ov["sweep.betas"] = _floats(args.betas, "--betas")
+        ov["sweep.betas"] = [validate_beta(b, "--betas") for b in _floats(args.betas, "--betas")]
     if args.target_epsilons:
-        ov["sweep.target_epsilons"] = _floats(args.target_epsilons, "--target-epsilons")
+        ov["sweep.target_epsilons"] = [validate_positive(e, "--target-epsilons")
+                                       for e in _floats(args.target_epsilons, "--target-epsilons")]
     if args.seeds:
-        ov["sweep.seeds"] = [int(v) for v in _floats(args.seeds, "--seeds")]
+        ov["sweep.seeds"] = [validate_positive_int(v, "--seeds", minimum=0) for v in _floats(args.seeds, "--seeds")]
     if args.no_grid:
         ov["sweep.grid"] = {}
     cfg = apply_overrides(cfg, ov)
-    out = Path(cfg["output_dir"])
+    out = Path(writable_dir(cfg["output_dir"], "--output-dir"))
     rows = run_sweep(cfg, out, skip_existing=not args.rerun)
     failed = sum(r["error"] is not None for r in rows)
     print(f"sweep: {len(rows) - failed}/{len(rows)} runs finished; summary in {out / 'sweep_summary.csv'}")
