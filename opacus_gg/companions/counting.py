@@ -74,7 +74,11 @@ def linf_error_quantile(k: int, beta: float, scale: float, prob: float = 0.95) -
     k, beta, scale = _k(k), validate_beta(beta), validate_scale(scale)
     prob = validate_delta(prob, "prob")  # a number in (0, 1)
     u = -math.expm1(math.log(prob) / k)  # = 2 sf(t)
-    return float(scale * (beta * special.gammainccinv(1.0 / beta, u)) ** (1.0 / beta))
+    # the regularized lower function where u is near 1 (a tiny prob: 1 − u = prob^{1/k} is then exact, where
+    # Q^{-1}(1/β, u) would read u = 1.0 and give t = 0)
+    a = 1.0 / beta
+    z = special.gammainccinv(a, u) if u < 0.5 else special.gammaincinv(a, math.exp(math.log(prob) / k))
+    return float(scale * (beta * z) ** (1.0 / beta))
 
 
 def linf_error_mean(k: int, beta: float, scale: float) -> float:
