@@ -200,7 +200,8 @@ def test_the_issues_tiny_count_noise_is_refused_naming_its_proven_range(call):
 
 
 @pytest.mark.parametrize("beta,dim", [(2.0, None), (1.5, 10), (1.0, 1), (3.0, 10)])
-@pytest.mark.parametrize("count", [NOISE_MULTIPLIER_MIN, 1e-3, 0.1])
+@pytest.mark.parametrize("count", [NOISE_MULTIPLIER_MIN, pytest.param(1e-3, marks=pytest.mark.slow),
+                                   pytest.param(0.1, marks=pytest.mark.slow)])
 def test_the_smallest_accepted_count_noise_gives_at_least_the_issues_reference(beta, dim, count):
     """At the edge of the accepted range (and inside it) the published ε is at least the rigorous lower bound of
     issue 32, item 1 (the count's event S: P(S) ≥ 1 − (1 − q(1 − Φ(−c/2)))^T, Q(S) ≤ T·Φ(−c/2), c = 1/σ_c):
@@ -296,7 +297,7 @@ MAKE_PRIVATE_ARGS = ["noise_multiplier", "max_grad_norm", "beta", "clip_norm_p",
 
 
 @pytest.mark.parametrize("name", MAKE_PRIVATE_ARGS)
-@settings(FAST, max_examples=5)
+@settings(FAST, max_examples=3)
 @given(value=VALUES)
 def test_make_private_refuses_naming_the_argument_or_trains_and_accounts(name, value):
     model, opt, dl = _parts()
@@ -335,7 +336,7 @@ def test_an_adaptive_run_with_tiny_count_noise_is_refused_at_make_private():
 
 
 @pytest.mark.parametrize("name", ["target_epsilon", "target_delta", "epochs", "unclipped_num_std"])
-@settings(FAST, max_examples=3)
+@settings(FAST, max_examples=2)
 @given(value=VALUES)
 def test_make_private_with_epsilon_refuses_or_meets_the_target(name, value):
     model, opt, dl = _parts()

@@ -32,6 +32,7 @@ from .base import GGClipMixin, GGNoiseMixin
 __all__ = ["GGAdaClipMixin", "GGAdaClipDPOptimizer", "COUNT_SENSITIVITY", "ADAPTIVE_KEYWORDS",
            "validate_adaptive_keywords"]
 
+
 class GGAdaClipMixin(GGClipMixin, GGNoiseMixin):
     """Quantile tracking of the clip bound on top of ℓp clipping and GG noise (module docstring)."""
 
