@@ -41,7 +41,7 @@ BAD = [math.nan, math.inf, -math.inf, -1.0, 0.0, -0.0, 1e300, 1e-320, 1e-155, 1e
        None, True, [1.0], 1 + 1j, np.float64("nan"), np.float32(0.5), 7, 1e9]
 VALUES = st.one_of(st.sampled_from(BAD), st.floats(allow_nan=True, allow_infinity=True),
                    st.integers(min_value=-10**20, max_value=10**20))
-FAST = settings(max_examples=8, derandomize=True, deadline=None, database=None,
+FAST = settings(max_examples=5, derandomize=True, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
 WIDE = settings(max_examples=80, derandomize=True, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
