@@ -88,7 +88,6 @@ class GGParamsMixin(DPOptimizer):
         self._refused_batch = False
         #: within a step, after its first noise draw: puts the noise generator back if the step is refused
         self._restore_generator: Optional[Callable[[], None]] = None
-        self._check_noise_range()  # σ·C refused at construction (make_private), not first at the first step
 
     @property
     def dim(self) -> int:
