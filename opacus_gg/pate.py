@@ -32,7 +32,8 @@ import torch
 
 from . import distribution
 from .formatting import fmt_up
-from .validation import validate_beta, validate_delta, validate_epsilon, validate_noise_multiplier, validate_positive_int
+from .validation import (validate_beta, validate_delta, validate_epsilon, validate_noise_multiplier,
+                         validate_positive_int)
 
 __all__ = [
     "ADJACENCIES",

@@ -4,8 +4,8 @@ Each module in :data:`SUBCOMMAND_MODULES` defines ``register(subparsers)`` which
 ``set_defaults(func=...)``; ``func(args)`` returns an exit code. The modules import torch, opacus and the
 accountant only inside the commands, so ``--help`` and argument errors answer at once.
 
-Every user error (bad option, bad config file, missing data, an unwritable path, no GPU, no network) is one line on stderr
-and exit code 2; library warnings are printed once each, as one line.
+Every user error (bad option, bad config file, missing data, an unwritable path, no GPU, no network) is one line on
+stderr and exit code 2; library warnings are printed once each, as one line.
 """
 
 from __future__ import annotations

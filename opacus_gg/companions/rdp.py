@@ -40,7 +40,6 @@ from ..validation import (
     validate_clip_norm_p,
     validate_delta,
     validate_noise_multiplier,
-    validate_positive,
     validate_positive_int,
     validate_sample_rate,
 )

@@ -271,8 +271,8 @@ def validate_config(cfg: Config) -> Config:
     if p["noise_multiplier"] is None:
         _positive("privacy.target_epsilon", p["target_epsilon"])
     else:
-        validate_noise_multiplier(_number("privacy.noise_multiplier", p["noise_multiplier"]), "privacy.noise_multiplier",
-                                  allow_zero=False)
+        validate_noise_multiplier(_number("privacy.noise_multiplier", p["noise_multiplier"]),
+                                  "privacy.noise_multiplier", allow_zero=False)
     if p["calibration"] not in ("certified", "paper"):
         raise ValueError(f"privacy.calibration must be 'certified' or 'paper', got {p['calibration']!r}")
     if p["clipping"] not in CLIPPING:

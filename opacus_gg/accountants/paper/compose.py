@@ -59,9 +59,9 @@ def domain_for(prvs: Sequence[EmpiricalPRV], steps: Sequence[int], eps_error: fl
     # pad to an FFT-friendly even length, keeping Opacus's layout [-m h, (m+1) h] (only widens the domain)
     m = math.ceil(L / mesh)
     if 2 * m + 2 > PAPER_GRID_MAX:
-        raise ValueError(f"paper mode's PRV grid would need {2 * m + 2:.3g} points (> {PAPER_GRID_MAX:.3g}: more memory "
-                         f"than a machine has) at steps={total}, eps_error={eps_error:g}: lower steps or raise "
-                         "eps_error, or use mode='certified'")
+        raise ValueError(f"paper mode's PRV grid would need {2 * m + 2:.3g} points (> {PAPER_GRID_MAX:.3g}: more "
+                         f"memory than a machine has) at steps={total}, eps_error={eps_error:g}: lower steps or "
+                         "raise eps_error, or use mode='certified'")
     size = next_fast_len(2 * m + 2, real=True)
     while size % 2:
         size = next_fast_len(size + 1, real=True)

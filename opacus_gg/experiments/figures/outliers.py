@@ -21,7 +21,8 @@ import torch
 from scipy import stats
 
 from ... import distribution
-from ...validation import validate_beta, validate_delta, validate_noise_multiplier, validate_positive_int, validate_scale
+from ...validation import (validate_beta, validate_delta, validate_noise_multiplier, validate_positive_int,
+                           validate_scale)
 from . import pyplot, save_figure
 
 __all__ = [
