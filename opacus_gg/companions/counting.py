@@ -28,7 +28,7 @@ from scipy import integrate, optimize, special
 from scipy.stats import norm
 
 from ..distribution import variance
-from ..validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
+from ..validation import DIM_MAX, validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
 
 __all__ = [
     "analytic_gaussian_sigma",
@@ -42,7 +42,8 @@ __all__ = [
 
 
 def _k(k: int) -> int:
-    return validate_positive_int(k, "k (number of counting queries)")
+    """k ∈ [1, DIM_MAX]: the accountant sees the k queries as k coordinates (:func:`calibrate_scale`)."""
+    return validate_positive_int(k, "k (number of counting queries)", maximum=DIM_MAX)
 
 
 def _gauss_delta(sigma: float, epsilon: float, sens: float) -> float:
