@@ -36,9 +36,11 @@ from .accountants.api import validate_ball_bound
 from .accountants.history import validate_accountant_state
 from .checkpoint import PathLike, load_checkpoint_file
 from .optimizers import get_gg_optimizer_class
-from .optimizers.adaptive import COUNT_SENSITIVITY, GGAdaClipMixin
+from .optimizers.adaptive import GGAdaClipMixin
 from .steps import expected_batch_size, steps_for_epochs
 from .validation import (
+    COUNT_SENSITIVITY,
+    validate_adaptive_keywords,
     validate_beta,
     validate_clip_norm_p,
     validate_clipping,
@@ -46,7 +48,6 @@ from .validation import (
     validate_epsilon,
     validate_max_grad_norm,
     validate_noise_multiplier,
-    validate_positive,
     validate_rectify_bound,
     validate_sample_rate,
 )
@@ -322,6 +323,8 @@ class GGPrivacyEngine(PrivacyEngine):
                                   grad_sample_mode=grad_sample_mode)
         noise_multiplier = validate_noise_multiplier(noise_multiplier)  # the cleaned value is what is used
         rectify_bound = validate_rectify_bound(rectify_bound)
+        if c.clipping == "adaptive":  # refused before Opacus wraps anything (the accountant would refuse σ_c later)
+            kwargs.update(validate_adaptive_keywords(kwargs))
         lp_clipping_advice(c.beta, c.clip_norm_p, c.clipping)
         if not poisson_sampling:
             warnings.warn(
@@ -384,6 +387,8 @@ class GGPrivacyEngine(PrivacyEngine):
                                   grad_sample_mode=grad_sample_mode)
         validate_epsilon(target_epsilon)
         validate_delta(target_delta, "target_delta")
+        if c.clipping == "adaptive":
+            kwargs.update(validate_adaptive_keywords(kwargs))
         steps = steps_for_epochs(epochs, data_loader=data_loader)
         if len(self.accountant) > 0:
             warnings.warn(
@@ -395,8 +400,7 @@ class GGPrivacyEngine(PrivacyEngine):
         if mech == "gg_prv":
             solver_kw: Dict[str, Any] = {k: kwargs[k] for k in _GG_SOLVER_KEYWORDS if k in kwargs}
             if c.clipping == "adaptive":  # σ for the gradient noise with the count's share of ε included
-                solver_kw["count_noise_multiplier"] = validate_positive(
-                    kwargs.get("unclipped_num_std"), "unclipped_num_std") / COUNT_SENSITIVITY
+                solver_kw["count_noise_multiplier"] = kwargs["unclipped_num_std"] / COUNT_SENSITIVITY
             sigma = gg_get_noise_multiplier(
                 target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
                 steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p,

@@ -32,7 +32,8 @@ import torch
 
 from . import distribution
 from .formatting import fmt_up
-from .validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
+from .validation import (validate_beta, validate_delta, validate_epsilon, validate_noise_multiplier,
+                         validate_positive_int)
 
 __all__ = [
     "ADJACENCIES",
@@ -104,9 +105,13 @@ def votes_from_predictions(predictions: TensorLike, n_classes: int) -> torch.Ten
     ``predictions`` is an integer array ``[n_teachers, n_queries]`` with labels in ``[0, n_classes)``.
     """
     n_classes = validate_positive_int(n_classes, "n_classes", minimum=2, allow_float=False)
-    preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
-    if preds.dim() != 2:
-        raise ValueError(f"predictions must have shape [n_teachers, n_queries] (2-D), got {tuple(preds.shape)}")
+    try:
+        preds = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(np.asarray(predictions))
+    except (TypeError, ValueError):  # strings, objects, ragged lists
+        raise ValueError("predictions must be an integer array of shape [n_teachers, n_queries]") from None
+    if preds.dim() != 2 or preds.shape[0] < 1 or preds.shape[1] < 1:
+        raise ValueError(f"predictions must have shape [n_teachers, n_queries] (2-D, ≥ 1 teacher and ≥ 1 query), "
+                         f"got {tuple(preds.shape)}")
     if preds.is_floating_point():
         if not bool(torch.isfinite(preds).all()) or not bool((preds == preds.round()).all()):
             raise ValueError("predictions must be integer class labels")
@@ -132,7 +137,7 @@ def gg_noisy_argmax(
     the votes' device. The noise is :func:`opacus_gg.distribution.sample` with scale σ·Δ, Δ = 1 vote.
     """
     beta = validate_beta(beta)
-    sigma = validate_scale(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     single = (votes.dim() if isinstance(votes, torch.Tensor) else np.ndim(votes)) == 1
     v = validate_votes(votes)
     if generator is not None and generator.device.type != v.device.type:
@@ -163,7 +168,7 @@ def pate_epsilon(
     GGNMax is post-processing of the noisy histogram.
     """
     steps, beta = _accounted_steps(n_queries, adjacency), validate_beta(beta)
-    sigma = validate_scale(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     return _accountants().compute_epsilon(
         noise_multiplier=sigma, sample_rate=1.0, steps=steps, delta=validate_delta(delta), beta=beta, dim=1,
         eps_error=eps_error,
@@ -249,7 +254,7 @@ def aggregate_labels(
         sigma = pate_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, n_queries=n, beta=beta,
                                       adjacency=adjacency)
     else:
-        sigma = validate_scale(noise_multiplier, "noise_multiplier")
+        sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     report = pate_epsilon(noise_multiplier=sigma, n_queries=n, delta=delta, beta=beta, adjacency=adjacency)
     labels = gg_noisy_argmax(v, beta, sigma, generator=generator)
     return PATEResult(labels=labels, epsilon=float(report.epsilon), delta=delta, noise_multiplier=sigma, beta=beta,

@@ -3,7 +3,12 @@ parameter and its allowed range. Import these rather than re-checking by hand.
 
 Upper bounds where the numerics need them (every accepted value gives a finite proven ε, ``inf`` with its
 reason, or one clear error): β ≤ :data:`BETA_MAX`, d ≤ :data:`DIM_MAX`, T ≤ :data:`STEPS_MAX`,
-σ = 0 or :data:`NOISE_MULTIPLIER_MIN` ≤ σ ≤ :data:`NOISE_MULTIPLIER_MAX`, rectify bound ≤ :data:`RECTIFY_MAX`."""
+σ = 0 or :data:`NOISE_MULTIPLIER_MIN` ≤ σ ≤ :data:`NOISE_MULTIPLIER_MAX`, rectify bound ≤ :data:`RECTIFY_MAX`.
+
+Every noise parameter (the gradient noise's ``noise_multiplier``, the count's ``count_noise_multiplier`` and
+``unclipped_num_std``, the companions' σ, PATE's noise) passes :func:`validate_noise_multiplier`, one rule: its
+noise in units of its sensitivity lies in [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (docs/accounting.md,
+"Validated ranges")."""
 
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ __all__ = [
     "NOISE_MULTIPLIER_MIN",
     "NOISE_MULTIPLIER_MAX",
     "RECTIFY_MAX",
+    "COUNT_SENSITIVITY",
+    "ADAPTIVE_KEYWORDS",
+    "validate_adaptive_keywords",
 ]
 
 CLIPPING_MODES = ("flat", "per_layer", "adaptive", "ghost")
@@ -48,8 +56,10 @@ BETA_MAX = 100.0
 DIM_MAX = 10**15
 #: largest number of steps T (and of PATE answers × 2): the composed losses stay on the accountant's grids
 STEPS_MAX = 10**9
-#: noise multipliers σ > 0 lie in [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (σ = 0, no noise, is also valid):
-#: below, the shift 1/σ > 10^6 noise scales (ε is beyond every grid); above, 1/σ² underflows nothing but the
+#: noise multipliers σ > 0 (noise std over sensitivity: the gradient noise's, the count's, ...) lie in
+#: [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (σ = 0, no noise, is also valid where a caller allows it): below,
+#: the shift 1/σ > 10^6 noise scales (ε is beyond every grid: the accountant publishes ∞ or a proven large number,
+#: and far below, near σ = 1e-154, the shift's square overflows float64); above, 1/σ² underflows nothing but the
 #: mechanism is indistinguishable from pure noise at float64 resolution
 NOISE_MULTIPLIER_MIN = 1e-6
 NOISE_MULTIPLIER_MAX = 1e6
@@ -112,11 +122,19 @@ def validate_order(alpha: float, name: str = "alpha") -> float:
     return v
 
 
-def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
-    """σ = 0 (no noise: ε = ∞) or NOISE_MULTIPLIER_MIN ≤ σ ≤ NOISE_MULTIPLIER_MAX."""
-    what = f"0 (no noise) or a number in [{NOISE_MULTIPLIER_MIN:g}, {NOISE_MULTIPLIER_MAX:g}]"
+def validate_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier", *, allow_zero: bool = True,
+                              sensitivity: float = 1.0) -> float:
+    """The one rule for noise parameters: σ/``sensitivity`` (the noise in units of its sensitivity) in
+    [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX], the range where the accountant's numerics are proven
+    (docs/accounting.md, "Validated ranges"), or σ = 0 (no noise: ε = ∞) where ``allow_zero``. ``sensitivity``:
+    that of the released quantity per noise unit (adaptive clipping's ``unclipped_num_std`` has sensitivity ½)."""
+    lo, hi = NOISE_MULTIPLIER_MIN * sensitivity, NOISE_MULTIPLIER_MAX * sensitivity
+    what = ("0 (no noise) or " if allow_zero else "") + f"a number in [{lo:g}, {hi:g}]"
+    what += " (the range where the accountant's numerics are proven"
+    what += ")" if sensitivity == 1.0 else f": noise std / sensitivity {sensitivity:g} in " \
+                                          f"[{NOISE_MULTIPLIER_MIN:g}, {NOISE_MULTIPLIER_MAX:g}])"
     v = _real(noise_multiplier, name, what)
-    if not (v == 0.0 or NOISE_MULTIPLIER_MIN <= v <= NOISE_MULTIPLIER_MAX):
+    if not ((allow_zero and v == 0.0) or lo <= v <= hi):
         raise ValueError(f"{name} must be {what}, got {noise_multiplier!r}")
     return v
 
@@ -271,3 +289,31 @@ def validate_noise_scale(scale: float, beta: float, dim: int, dtype_max: float, 
             f"noise_multiplier or max_grad_norm, or a wider dtype"
         )
     return scale
+
+
+#: add/remove sensitivity of the centred count Σ_i (b_i − ½)
+COUNT_SENSITIVITY = 0.5
+#: the keywords adaptive clipping needs (Opacus's ``AdaClipDPOptimizer``'s)
+ADAPTIVE_KEYWORDS = ("target_unclipped_quantile", "clipbound_learning_rate", "max_clipbound", "min_clipbound",
+                     "unclipped_num_std")
+
+
+def validate_adaptive_keywords(kwargs) -> dict:
+    """The adaptive-clipping keywords of ``kwargs``, checked (ValueError naming the first missing or bad one):
+    γ ∈ [0, 1], η ≥ 0, 0 < min_clipbound < max_clipbound finite, and ``unclipped_num_std`` σ_b by the one rule for
+    noise parameters (:func:`opacus_gg.validation.validate_noise_multiplier`: σ_c = σ_b/½ in the proven range)."""
+    missing = [k for k in ADAPTIVE_KEYWORDS if kwargs.get(k) is None]
+    if missing:
+        raise ValueError(f"clipping='adaptive' needs {', '.join(missing)} (Opacus's AdaClipDPOptimizer keywords)")
+    out = {"target_unclipped_quantile": validate_probability(kwargs["target_unclipped_quantile"],
+                                                             "target_unclipped_quantile"),
+           "clipbound_learning_rate": validate_nonnegative(kwargs["clipbound_learning_rate"],
+                                                           "clipbound_learning_rate"),
+           "max_clipbound": validate_positive(kwargs["max_clipbound"], "max_clipbound"),
+           "min_clipbound": validate_positive(kwargs["min_clipbound"], "min_clipbound"),
+           "unclipped_num_std": validate_noise_multiplier(kwargs["unclipped_num_std"], "unclipped_num_std",
+                                                          allow_zero=False, sensitivity=COUNT_SENSITIVITY)}
+    if not out["min_clipbound"] < out["max_clipbound"]:
+        raise ValueError(f"min_clipbound must be < max_clipbound, got min_clipbound={kwargs['min_clipbound']!r}, "
+                         f"max_clipbound={kwargs['max_clipbound']!r}")
+    return out

@@ -553,7 +553,8 @@ def compute_delta(
     PRV covers every shift (β = 2, d = 1, p = ∞), else the smaller of the Rényi bound over the ℓp ball
     (:func:`.ball_rdp.rdp_ball_delta`) and, for β ≤ 2, the PRV δ of :func:`gaussian_dominated_history`.
 
-    ``dim`` is required unless β = 2 with p ≤ 2 (as in :func:`compute_epsilon`).
+    ``dim`` is required unless β = 2 with p ≤ 2 (as in :func:`compute_epsilon`). Where the PRV composition is out of
+    its numerical range, the Rényi bound is published with a warning (as :func:`compute_epsilon` does).
     σ = 0: δ(ε) = 1 − (1 − q)^T exactly (remove: the loss is +∞ iff a step samples the example, and
     T·log(1 − q) < 0 otherwise; add: δ = (1 − e^ε (1 − q)^T)_+ is smaller).
     """
@@ -576,4 +577,12 @@ def compute_delta(
                 return min(rdp, max(compose_delta(gauss, epsilon, d, eps_error=eps_error) for d in ("remove", "add")))
         except PRV_OUT_OF_RANGE:
             return rdp
-    return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))
+    try:
+        return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))
+    except PRV_OUT_OF_RANGE as e:  # as compute_epsilon: the proven Rényi bound, said aloud, never a traceback
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.warn(f"the PRV accountant could not certify its own numerics at beta={segs[0].beta:g}, "
+                      f"noise_multiplier={segs[0].noise_multiplier:g} ({reason}): the published delta is the proven, "
+                      "looser Rényi bound instead", UserWarning, stacklevel=2)
+        with np.errstate(all="ignore"):
+            return rdp_ball_delta(segs, epsilon)

@@ -110,7 +110,7 @@ def saturation_point(a: float, beta: float) -> float:
 def inverse_loss(t: np.ndarray, a: float, beta: float) -> np.ndarray:
     r"""x*(t) = sup{x : ℓ_a(x) ≤ t} (±∞ outside the range of ℓ_a), vectorized.
 
-    β = 2: x* = (t + a²/2)/a. β = 1: −∞ for t < −a, (t + a)/2 on [−a, a), +∞ for t ≥ a.
+    β = 2: x* = t/a + a/2. β = 1: −∞ for t < −a, (t + a)/2 on [−a, a), +∞ for t ≥ a.
     Otherwise ℓ_a is strictly increasing and odd about a/2 (ℓ_a(a − x) = −ℓ_a(x)), so x*(−t) = a − x*(t) and
     only t ≥ 0 is solved, on the fixed bracket [a/2, X_max] (:func:`saturation_point`) by a safeguarded
     Newton iteration (geometric bisection in x − a/2 when a step leaves the bracket). Where t > ℓ_a(X_max)
@@ -120,7 +120,7 @@ def inverse_loss(t: np.ndarray, a: float, beta: float) -> np.ndarray:
     """
     t = np.asarray(t, dtype=np.float64)
     if beta == 2.0:
-        return (t + 0.5 * a * a) / a
+        return t / a + 0.5 * a  # not (t + a²/2)/a: a² overflows for a > 1e154 (x* = +∞ would read P(ℓ > t) = 0)
     if beta == 1.0:
         x = (t + a) / 2.0
         x = np.where(t < -a, -np.inf, x)

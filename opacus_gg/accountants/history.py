@@ -24,7 +24,6 @@ from ..validation import (
     validate_clip_norm_p,
     validate_dim,
     validate_noise_multiplier,
-    validate_positive,
     validate_sample_rate,
     validate_steps,
 )
@@ -115,7 +114,7 @@ def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] 
     sigma = validate_noise_multiplier(sigma)  # σ = 0 (no noise) is a valid step, with ε = ∞
     q = validate_sample_rate(q)
     steps = validate_steps(steps)
-    count = None if count is None else validate_positive(count, "count_noise_multiplier")
+    count = None if count is None else validate_noise_multiplier(count, "count_noise_multiplier", allow_zero=False)
     return Segment(float(sigma), float(q), steps, float(beta), dim, float(p), count)
 
 

@@ -11,7 +11,8 @@ import math
 import warnings
 from typing import Callable, Optional
 
-from ..validation import validate_delta, validate_epsilon, validate_positive, validate_sample_rate
+from ..validation import (validate_delta, validate_epsilon, validate_noise_multiplier, validate_positive,
+                          validate_sample_rate)
 from ..steps import steps_for_epochs
 from .api import MODES, compute_epsilon, proven_epsilon_history, validate_ball_bound
 from .history import parse_segment
@@ -63,8 +64,13 @@ def get_noise_multiplier(
     if steps is None:  # the steps training runs (never fewer): opacus_gg.steps.steps_for_epochs
         steps = steps_for_epochs(epochs, sample_rate=sample_rate)
     # (σ, q, T, β, d, p) validated as the accountant will parse them, at a σ inside the search range
-    seg = parse_segment((1.0, sample_rate, steps, beta, dim, clip_norm_p))
+    seg = parse_segment((1.0, sample_rate, steps, beta, dim, clip_norm_p, count_noise_multiplier))
     steps, beta, dim, clip_norm_p = seg.steps, seg.beta, seg.dim, seg.clip_norm_p
+    count_noise_multiplier = seg.count_noise_multiplier
+    sigma_min = validate_noise_multiplier(sigma_min, "sigma_min", allow_zero=False)
+    sigma_max = validate_noise_multiplier(sigma_max, "sigma_max", allow_zero=False)
+    if not sigma_min < sigma_max:
+        raise ValueError(f"sigma_min must be < sigma_max, got sigma_min={sigma_min!r}, sigma_max={sigma_max!r}")
     epsilon_tolerance = validate_positive(epsilon_tolerance, "epsilon_tolerance")
     eps_error = validate_positive(eps_error, "eps_error")
     if mode not in MODES:

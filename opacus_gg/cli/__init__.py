@@ -4,8 +4,8 @@ Each module in :data:`SUBCOMMAND_MODULES` defines ``register(subparsers)`` which
 ``set_defaults(func=...)``; ``func(args)`` returns an exit code. The modules import torch, opacus and the
 accountant only inside the commands, so ``--help`` and argument errors answer at once.
 
-Every user error (bad option, bad config file, missing data, no GPU, no network) is one line on stderr
-and exit code 2; library warnings are printed once each, as one line.
+Every user error (bad option, bad config file, missing data, an unwritable path, no GPU, no network) is one line on
+stderr and exit code 2; library warnings are printed once each, as one line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import difflib
 import importlib
 import json
 import math
+import os
 import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence
@@ -27,6 +28,7 @@ from opacus_gg.validation import (
     validate_clip_norm_p,
     validate_delta,
     validate_dim,
+    validate_noise_multiplier,
     validate_positive,
     validate_positive_int,
     validate_sample_rate,
@@ -87,6 +89,9 @@ steps_value = _checked(lambda text, what: validate_positive_int(_int(text, what)
 dim_value = _checked(lambda text, what: validate_positive_int(_int(text, what), what, maximum=DIM_MAX),
                      "the value")  # d ∈ [1, DIM_MAX]
 positive_float = _checked(validate_positive, "the value")  # a finite number > 0
+#: a noise multiplier σ > 0 in the proven range [NOISE_MULTIPLIER_MIN, NOISE_MULTIPLIER_MAX] (the API's one rule)
+noise_value = _checked(lambda text, what: validate_noise_multiplier(text, what, allow_zero=False),
+                      "the value")
 beta_value = _checked(validate_beta, "β")  # the GG shape β: a finite number ≥ 1
 probability = _checked(validate_delta, "δ")  # δ ∈ (0, 1)
 rate = _checked(validate_sample_rate, "the sampling rate")  # q ∈ (0, 1]
@@ -107,6 +112,30 @@ def needs_dim(beta: float, clip_norm_p: Optional[float], dim: Optional[int], fla
         validate_dim(dim, beta, clip_norm_p, flag)
     except ValueError as e:
         raise CLIError(str(e).replace(f"pass {flag}=", f"pass {flag} ")) from None
+
+
+def writable_dir(path: str, flag: str) -> str:
+    """Refuse (CLIError) an output directory that cannot be made or written, before any work: its nearest existing
+    ancestor must be a writable directory (nothing is created here). Returns ``path``."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CLIError(f"{flag} {path} is a file, not a directory")
+    if not os.path.isdir(probe):
+        raise CLIError(f"{flag} {path} cannot be made: {probe} is a file, not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise CLIError(f"{flag} {path} cannot be written: {probe} is not writable")
+    return path
+
+
+def writable_file(path: str, flag: str) -> str:
+    """Refuse (CLIError) an output file that cannot be written, before any work: not a directory, and its directory
+    can be made and written (:func:`writable_dir`). Returns ``path``."""
+    if os.path.isdir(path):
+        raise CLIError(f"{flag} {path} is a directory, not a file")
+    writable_dir(os.path.dirname(os.path.abspath(path)), flag)
+    return path
 
 
 def dumps_json(obj: Any) -> str:
@@ -261,8 +290,10 @@ def _user_error(e: BaseException) -> Optional[str]:
         pkg = EXTRA_MODULES[e.name.split(".")[0]]
         extra = "scatter" if pkg == "kymatio" else "experiments"
         return f"this command needs {pkg}: pip install 'opacus-gg[{extra}]'"
-    if isinstance(e, (CLIError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
-                      PermissionError)):
+    if isinstance(e, MemoryError):  # a setting too large for this machine: say so, not a traceback
+        return f"out of memory ({str(e).splitlines()[0] if str(e) else 'MemoryError'}): lower the sizes asked for"
+    # OSError: a path that cannot be read or written (missing, a directory, under a file, read-only, disk full)
+    if isinstance(e, (CLIError, ValueError, OSError)):
         return str(e).splitlines()[0] if str(e) else type(e).__name__
     return None
 

@@ -28,11 +28,13 @@ from . import (
     dim_value,
     dumps_json,
     needs_dim,
+    noise_value,
     norm_p,
     positive_float,
     probability,
     rate,
     steps_value,
+    writable_file,
 )
 
 __all__ = ["register", "cmd_epsilon", "cmd_noise_multiplier", "cmd_curve"]
@@ -169,6 +171,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     from ..experiments.figures.curves import parse_float_list, parse_sigma_range, plot_privacy_curve, privacy_curve, \
         write_curve_csv
 
+    png = writable_file(args.plot, "--plot")  # refused before the curve is computed
+    csv_path = writable_file(args.csv or os.path.splitext(png)[0] + ".csv", "--csv")
     betas = [validate_beta(b, "--betas") for b in parse_float_list(args.betas, "--betas")]
     sigmas = parse_sigma_range(args.sigmas)
     for b in betas:
@@ -176,8 +180,6 @@ def cmd_curve(args: argparse.Namespace) -> int:
     dim = int(args.dim or 1)
     rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, delta=args.delta,
                          sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p)
-    png = args.plot
-    csv_path = args.csv or os.path.splitext(png)[0] + ".csv"
     write_curve_csv(rows, csv_path)
     plot_privacy_curve(rows, png, epsilon_line=args.epsilon_line)
     print(f"epsilon at delta = {args.delta:g}, q = {args.sample_rate:g}, steps = {args.steps}, dim = {dim} "
@@ -203,7 +205,7 @@ COUNT_HELP = ("σ_c > 0 of adaptive clipping's noisy unclipped count, released e
 
 def _add_common(p: argparse.ArgumentParser, epochs: bool = False) -> None:
     add_mechanism_args(p, epochs=epochs)
-    p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
+    p.add_argument("--count-noise-multiplier", type=noise_value, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
@@ -221,7 +223,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("epsilon", help="privacy budget ε after T steps",
                               description="ε(δ) of T steps of the Poisson-subsampled GG mechanism, printed with "
                                           "its scope (proven / over equal spreads / estimate) and d.")
-    p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0 (noise scale σ·C)")
+    p.add_argument("--noise-multiplier", type=noise_value, required=True, help="σ > 0 (noise scale σ·C)")
     _add_common(p)
     p.add_argument("--n-samples", type=int, default=10**6, help="paper mode: Monte Carlo samples (≥ 1000)")
     p.add_argument("--seed", type=int, default=0, help="paper mode: sampling seed")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict
 
-from . import add_mechanism_args, beta_value, dumps_json, needs_dim, positive_float, positive_int, probability
+from . import (add_mechanism_args, beta_value, dumps_json, needs_dim, noise_value, positive_float, positive_int,
+               probability)
 
 
 def compare_epsilons(
@@ -81,7 +82,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="accountant vs paper-mode vs CLT vs RDP epsilon, side by side",
                               description="ε of the same subsampled GG mechanism from four analyses, each printed "
                                           "with its scope (proven / over equal spreads / estimate).")
-    p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0")
+    p.add_argument("--noise-multiplier", type=noise_value, required=True, help="σ > 0")
     add_mechanism_args(p)
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=_cmd_compare)

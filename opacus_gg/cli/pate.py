@@ -9,7 +9,7 @@ import sys
 
 from typing import Any
 
-from . import positive_int
+from . import positive_int, writable_file
 
 __all__ = ["register", "run_pate", "run_pate_experiment", "run_outliers"]
 
@@ -40,6 +40,7 @@ def run_pate(args: argparse.Namespace) -> int:
 
     if (args.votes is None) == (args.predictions is None):
         raise ValueError("give exactly one of --votes or --predictions")
+    writable_file(args.out if args.out.endswith(".npy") else args.out + ".npy", "--out")  # np.save adds .npy
     if (args.target_epsilon is None) == (args.noise_multiplier is None):
         raise ValueError("give exactly one of --target-epsilon or --noise-multiplier")
     gen = torch.Generator().manual_seed(args.seed) if args.seed is not None else None
@@ -73,6 +74,7 @@ def run_pate_experiment(args: argparse.Namespace) -> int:
     from ..experiments.figures.outliers import write_csv
     from ..experiments.figures.pate_experiments import accuracy_vs_beta, load_votes, plot_accuracy_vs_beta, simulate_histograms
 
+    out = _out_dir(args.out_dir)  # an output directory that cannot be made is refused before the work
     gaps = None
     if args.votes is not None:
         votes, labels = load_votes(args.votes, args.labels)
@@ -84,7 +86,6 @@ def run_pate_experiment(args: argparse.Namespace) -> int:
     rows, per_query = accuracy_vs_beta(votes, labels, betas=args.betas, target_epsilon=args.target_epsilon,
                                        target_delta=args.delta, n_queries=args.n_queries, adjacency=args.adjacency,
                                        trials=args.trials, seed=args.seed)
-    out = _out_dir(args.out_dir)
     csv_path, png_path = os.path.join(out, "pate_experiment.csv"), os.path.join(out, "pate_experiment.png")
     write_csv(rows, csv_path)
     plot_accuracy_vs_beta(rows, png_path, per_query=per_query, gaps=gaps)
@@ -100,9 +101,9 @@ def run_outliers(args: argparse.Namespace) -> int:
     """P(|noise| > τ) against β for GG mechanisms of equal certified (ε, δ); writes outliers.csv and .png."""
     from ..experiments.figures.outliers import default_panels, plot_outlier_curves, write_csv
 
+    out = _out_dir(args.out_dir)  # refused before the work
     panels = default_panels(betas=args.betas, thresholds=args.thresholds, target_epsilon=args.target_epsilon,
                             target_delta=args.delta, sample_rate=args.sample_rate, steps=args.steps, dim=args.dim)
-    out = _out_dir(args.out_dir)
     csv_path, png_path = os.path.join(out, "outliers.csv"), os.path.join(out, "outliers.png")
     write_csv([r for rows in panels.values() for r in rows], csv_path)
     plot_outlier_curves(panels, png_path)

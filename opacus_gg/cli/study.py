@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import positive_int
+from . import positive_int, writable_dir
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     seeds = [validate_positive_int(s, "--seeds", minimum=0) for s in parse_float_list(args.seeds, "--seeds")] \
         if args.seeds else SEEDS
     torch.set_num_threads(args.threads)
-    out = Path(args.output_dir or f"runs/study_{args.data}")
+    out = Path(writable_dir(args.output_dir or f"runs/study_{args.data}", "--output-dir"))
     result = run_study(cfg, out, betas=betas, epsilons=epsilons, seeds=seeds, c_grid=c_grid,
                        skip_existing=not args.rerun, workers=args.workers)
     paths = write_outputs(result, out, args.data)

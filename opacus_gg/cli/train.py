@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import CLIError, beta_value, norm_p, positive_float, positive_int, probability
+from ..validation import validate_beta, validate_positive, validate_positive_int
+from . import CLIError, beta_value, noise_value, norm_p, positive_float, positive_int, probability, writable_dir
 
 # flag → dotted config key
 FLAG_KEYS = {
@@ -34,7 +35,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-epsilon", type=positive_float,
                    help="ε to calibrate σ to (config: privacy.target_epsilon)")
     p.add_argument("--delta", type=probability, help="target δ (config: privacy.target_delta)")
-    p.add_argument("--noise-multiplier", type=positive_float, help="fixed σ (skips calibration)")
+    p.add_argument("--noise-multiplier", type=noise_value, help="fixed σ (skips calibration)")
     p.add_argument("--calibration", choices=["certified", "paper"],
                    help="which ε the σ solver targets: the accountant's (certified) or the paper's estimate")
     p.add_argument("--max-grad-norm", type=positive_float, help="clipping norm C")
@@ -97,6 +98,7 @@ def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one model; print per-epoch loss, accuracy and ε with its scope label."""
     cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
+    writable_dir(cfg["output_dir"], "--output-dir")
     from opacus_gg.experiments.train import epsilon_text, run, tradeoff_text
 
     res = run(cfg)
@@ -127,18 +129,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = check_paths(build_config(args))  # a bad config, flag or path is answered before torch's import
     ov: Dict[str, Any] = {}
     if args.betas:
-        ov["sweep.betas"] = _floats(args.betas, "--betas")
+        ov["sweep.betas"] = [validate_beta(b, "--betas") for b in _floats(args.betas, "--betas")]
     if args.target_epsilons:
-        ov["sweep.target_epsilons"] = _floats(args.target_epsilons, "--target-epsilons")
+        ov["sweep.target_epsilons"] = [validate_positive(e, "--target-epsilons")
+                                       for e in _floats(args.target_epsilons, "--target-epsilons")]
     if args.seeds:
-        ov["sweep.seeds"] = [int(v) for v in _floats(args.seeds, "--seeds")]
+        ov["sweep.seeds"] = [validate_positive_int(v, "--seeds", minimum=0) for v in _floats(args.seeds, "--seeds")]
     if args.no_grid:
         ov["sweep.grid"] = {}
     cfg = apply_overrides(cfg, ov)
     from opacus_gg.experiments.report import write_report
     from opacus_gg.experiments.sweep import run_sweep
 
-    out = Path(cfg["output_dir"])
+    out = Path(writable_dir(cfg["output_dir"], "--output-dir"))
     rows = run_sweep(cfg, out, skip_existing=not args.rerun)
     failed = sum(r["error"] is not None for r in rows)
     print(f"sweep: {len(rows) - failed}/{len(rows)} runs finished; summary in {out / 'sweep_summary.csv'}")

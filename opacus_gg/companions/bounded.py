@@ -30,7 +30,7 @@ import torch
 from scipy import special
 from scipy.stats import norm
 
-from ..validation import validate_order, validate_positive
+from ..validation import validate_order, validate_positive, validate_rectify_bound
 
 __all__ = [
     "rectify",
@@ -51,7 +51,7 @@ _MECHANISMS = ("rectified", "truncated", "gaussian")
 
 def rectify(x: torch.Tensor, a: float) -> torch.Tensor:
     r"""Clamp every coordinate to [-a, a] (post-processing: the DP guarantee is unchanged for any β)."""
-    a = validate_positive(a, "rectify_bound")
+    a = validate_rectify_bound(validate_positive(a, "rectify_bound"))  # None is no bound for the engine, not here
     return torch.clamp(x, -a, a)
 
 

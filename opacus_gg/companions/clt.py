@@ -30,6 +30,7 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
+    validate_noise_multiplier,
     validate_nonnegative,
     validate_positive,
     validate_positive_int,
@@ -53,13 +54,13 @@ NOT_A_GUARANTEE = "CLT estimate (Bu et al. 2019) — NOT a privacy guarantee"
 
 def chi_squared_gaussian(noise_multiplier: float) -> float:
     r"""χ²(N(a,1)‖N(0,1)) = e^{a²} - 1 with a = 1/noise_multiplier."""
-    a = 1.0 / validate_positive(noise_multiplier, "noise_multiplier")
+    a = 1.0 / validate_noise_multiplier(noise_multiplier, allow_zero=False)
     return math.expm1(a * a)
 
 
 def chi_squared_laplace(noise_multiplier: float) -> float:
     r"""χ²(Lap(a,1)‖Lap(0,1)) = (2/3)e^{a} + (1/3)e^{-2a} - 1 with a = 1/noise_multiplier."""
-    a = 1.0 / validate_positive(noise_multiplier, "noise_multiplier")
+    a = 1.0 / validate_noise_multiplier(noise_multiplier, allow_zero=False)
     return (2.0 / 3.0) * math.exp(a) + (1.0 / 3.0) * math.exp(-2.0 * a) - 1.0
 
 
@@ -68,7 +69,7 @@ def chi_squared(
 ) -> float:
     r"""χ² of the k-coordinate GG pair: (1 + χ²(a_k))^k - 1 = expm1(k·log M(2; a_k)), a_k = a/k^{1/p}."""
     beta = validate_beta(beta)
-    sigma = validate_positive(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     k = validate_positive_int(k, "k")
     p = validate_clip_norm_p(clip_norm_p, beta)
     log_m2 = k * log_moment(2.0, per_coordinate_shift(sigma, k, p), beta)

@@ -28,7 +28,7 @@ from scipy import integrate, optimize, special
 from scipy.stats import norm
 
 from ..distribution import variance
-from ..validation import validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
+from ..validation import DIM_MAX, validate_beta, validate_delta, validate_epsilon, validate_positive_int, validate_scale
 
 __all__ = [
     "analytic_gaussian_sigma",
@@ -42,7 +42,8 @@ __all__ = [
 
 
 def _k(k: int) -> int:
-    return validate_positive_int(k, "k (number of counting queries)")
+    """k ∈ [1, DIM_MAX]: the accountant sees the k queries as k coordinates (:func:`calibrate_scale`)."""
+    return validate_positive_int(k, "k (number of counting queries)", maximum=DIM_MAX)
 
 
 def _gauss_delta(sigma: float, epsilon: float, sens: float) -> float:
@@ -74,7 +75,11 @@ def linf_error_quantile(k: int, beta: float, scale: float, prob: float = 0.95) -
     k, beta, scale = _k(k), validate_beta(beta), validate_scale(scale)
     prob = validate_delta(prob, "prob")  # a number in (0, 1)
     u = -math.expm1(math.log(prob) / k)  # = 2 sf(t)
-    return float(scale * (beta * special.gammainccinv(1.0 / beta, u)) ** (1.0 / beta))
+    # the regularized lower function where u is near 1 (a tiny prob: 1 − u = prob^{1/k} is then exact, where
+    # Q^{-1}(1/β, u) would read u = 1.0 and give t = 0)
+    a = 1.0 / beta
+    z = special.gammainccinv(a, u) if u < 0.5 else special.gammaincinv(a, math.exp(math.log(prob) / k))
+    return float(scale * (beta * z) ** (1.0 / beta))
 
 
 def linf_error_mean(k: int, beta: float, scale: float) -> float:

@@ -39,7 +39,7 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
-    validate_positive,
+    validate_noise_multiplier,
     validate_positive_int,
     validate_sample_rate,
 )
@@ -87,7 +87,7 @@ def compute_rdp_epsilon(
     r"""ε(δ) from the RDP bound: min_α [T·RDP(α) + log((α-1)/α) - (log δ + log α)/(α-1)], max over
     directions and evaluated shapes (Opacus ``get_privacy_spent``; RDP(α) as in the module doc)."""
     beta = validate_beta(beta)
-    sigma = validate_positive(noise_multiplier, "noise_multiplier")
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
     q = validate_sample_rate(sample_rate)
     steps = validate_positive_int(steps, "steps")
     delta = validate_delta(delta)

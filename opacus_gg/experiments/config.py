@@ -20,10 +20,12 @@ from typing import Any, Dict, Iterable, Mapping, Union
 import yaml
 
 from ..validation import (
+    COUNT_SENSITIVITY,
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
     validate_probability,
+    validate_noise_multiplier,
     validate_nonnegative,
     validate_positive,
     validate_positive_int,
@@ -269,7 +271,8 @@ def validate_config(cfg: Config) -> Config:
     if p["noise_multiplier"] is None:
         _positive("privacy.target_epsilon", p["target_epsilon"])
     else:
-        _positive("privacy.noise_multiplier", p["noise_multiplier"])
+        validate_noise_multiplier(_number("privacy.noise_multiplier", p["noise_multiplier"]),
+                                  "privacy.noise_multiplier", allow_zero=False)
     if p["calibration"] not in ("certified", "paper"):
         raise ValueError(f"privacy.calibration must be 'certified' or 'paper', got {p['calibration']!r}")
     if p["clipping"] not in CLIPPING:
@@ -283,7 +286,8 @@ def validate_config(cfg: Config) -> Config:
         raise ValueError(f"privacy.max_clipbound must be larger than privacy.min_clipbound, got "
                          f"{p['max_clipbound']!r} <= {p['min_clipbound']!r}")
     if p["unclipped_num_std"] is not None:
-        _positive("privacy.unclipped_num_std", p["unclipped_num_std"])
+        validate_noise_multiplier(_number("privacy.unclipped_num_std", p["unclipped_num_std"]),
+                                  "privacy.unclipped_num_std", allow_zero=False, sensitivity=COUNT_SENSITIVITY)
     if p["clipping"] == "adaptive" and p["calibration"] == "paper":
         raise ValueError("privacy.calibration='paper' cannot go with privacy.clipping='adaptive': the paper's "
                          "accounting has no count query (use calibration 'certified')")

@@ -26,29 +26,25 @@ from opacus.optimizers import AdaClipDPOptimizer
 from opacus.optimizers.optimizer import DPOptimizer, _generate_noise
 
 from .._device import float64_device
-from ..validation import validate_nonnegative, validate_positive, validate_probability
+from ..validation import ADAPTIVE_KEYWORDS, COUNT_SENSITIVITY, validate_adaptive_keywords
 from .base import GGClipMixin, GGNoiseMixin
 
-__all__ = ["GGAdaClipMixin", "GGAdaClipDPOptimizer", "COUNT_SENSITIVITY"]
-
-#: add/remove sensitivity of the centred count Σ_i (b_i − ½)
-COUNT_SENSITIVITY = 0.5
+__all__ = ["GGAdaClipMixin", "GGAdaClipDPOptimizer", "COUNT_SENSITIVITY", "ADAPTIVE_KEYWORDS",
+           "validate_adaptive_keywords"]
 
 
 class GGAdaClipMixin(GGClipMixin, GGNoiseMixin):
     """Quantile tracking of the clip bound on top of ℓp clipping and GG noise (module docstring)."""
 
     def __init__(self, *args, unclipped_num_std: float, **kwargs):
+        checked = validate_adaptive_keywords({**kwargs, "unclipped_num_std": unclipped_num_std})
+        unclipped_num_std = checked.pop("unclipped_num_std")
+        kwargs.update(checked)
         # AdaClipDPOptimizer refuses σ ≥ 2σ_b: the precondition of its σ adjustment σ_adj = (σ⁻² − (2σ_b)⁻²)^{−1/2}
         # (Theorem 1 of Andrew et al.), which is not used here: the accountant composes the count's pair at every
         # σ_b > 0 (docs/accounting.md, Lemma 8). σ_b = ∞ passes that check; the real σ_b is set right after.
         super().__init__(*args, unclipped_num_std=math.inf, **kwargs)
         self.unclipped_num_std = unclipped_num_std
-        validate_probability(self.target_unclipped_quantile, "target_unclipped_quantile")
-        validate_nonnegative(self.clipbound_learning_rate, "clipbound_learning_rate")
-        validate_positive(self.unclipped_num_std, "unclipped_num_std")
-        validate_positive(self.min_clipbound, "min_clipbound")
-        validate_positive(self.max_clipbound, "max_clipbound")
         if self.expected_batch_size is None:
             raise ValueError("clipping='adaptive' needs expected_batch_size: the public denominator of the "
                              "unclipped fraction")

@@ -38,6 +38,10 @@ def _chernoff_tail(prvs: Sequence[EmpiricalPRV], steps: Sequence[int], log_targe
     return out
 
 
+#: largest number of grid points paper mode allocates (float64: 256 MiB per array, several arrays at once)
+PAPER_GRID_MAX = 2 ** 25
+
+
 def domain_for(prvs: Sequence[EmpiricalPRV], steps: Sequence[int], eps_error: float,
                 delta_error: float) -> Domain:
     """Gopi et al.'s domain [-L, L] and mesh h = ε_err / sqrt(T log(12/δ_err)/2), L sized from the samples.
@@ -53,7 +57,11 @@ def domain_for(prvs: Sequence[EmpiricalPRV], steps: Sequence[int], eps_error: fl
     L = min(L, max(3.0, total * span + 3.0))  # never wider than the exact support of the sum
     mesh = eps_error / math.sqrt(total * math.log(12.0 / delta_error) / 2.0)
     # pad to an FFT-friendly even length, keeping Opacus's layout [-m h, (m+1) h] (only widens the domain)
-    m = int(math.ceil(L / mesh))
+    m = math.ceil(L / mesh)
+    if 2 * m + 2 > PAPER_GRID_MAX:
+        raise ValueError(f"paper mode's PRV grid would need {2 * m + 2:.3g} points (> {PAPER_GRID_MAX:.3g}: more "
+                         f"memory than a machine has) at steps={total}, eps_error={eps_error:g}: lower steps or "
+                         "raise eps_error, or use mode='certified'")
     size = next_fast_len(2 * m + 2, real=True)
     while size % 2:
         size = next_fast_len(size + 1, real=True)

@@ -21,7 +21,8 @@ import torch
 from scipy import stats
 
 from ... import distribution
-from ...validation import validate_beta, validate_delta, validate_positive_int, validate_scale
+from ...validation import (validate_beta, validate_delta, validate_noise_multiplier, validate_positive_int,
+                           validate_scale)
 from . import pyplot, save_figure
 
 __all__ = [
@@ -32,6 +33,13 @@ __all__ = [
     "write_csv",
     "plot_outlier_curves",
 ]
+
+
+def _scale(noise_multiplier: float, max_grad_norm: float) -> float:
+    """s = σ·C: σ by the one rule for noise parameters (:func:`opacus_gg.validation.validate_noise_multiplier`),
+    C > 0, and the product finite."""
+    sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)
+    return validate_scale(sigma * validate_scale(max_grad_norm, "max_grad_norm"), "noise_multiplier·max_grad_norm")
 
 
 def _validate_threshold(threshold) -> np.ndarray:
@@ -49,9 +57,7 @@ def outlier_probability(
     Computed as -expm1(d·log1p(-p)) so tiny probabilities keep their precision.
     """
     t = _validate_threshold(threshold)
-    scale = validate_scale(noise_multiplier, "noise_multiplier") * validate_scale(
-        max_grad_norm, "max_grad_norm"
-    )
+    scale = _scale(noise_multiplier, max_grad_norm)
     d = validate_positive_int(dim, "dim", allow_float=False)
     p = np.minimum(2.0 * distribution.sf(t, beta, scale), 1.0)
     if d == 1:
@@ -77,9 +83,7 @@ def outlier_probability_mc(
     t = float(_validate_threshold(threshold))
     n = validate_positive_int(n_samples, "n_samples", allow_float=False)
     confidence = validate_delta(confidence, "confidence")  # a probability in (0, 1)
-    scale = validate_scale(noise_multiplier, "noise_multiplier") * validate_scale(
-        max_grad_norm, "max_grad_norm"
-    )
+    scale = _scale(noise_multiplier, max_grad_norm)
     y = distribution.sample((n,), beta, scale, generator=generator, dtype=torch.float64)
     k = int((y.abs() > t).sum())
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
