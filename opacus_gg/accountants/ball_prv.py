@@ -43,8 +43,8 @@ import numpy as np
 from ..validation import validate_beta, validate_positive
 from . import table_cache
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
-from .checks import AccountingError, check_finite
-from .discrete import DiscretePair, count_below, first_above
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
+from .discrete import DiscretePair, count_below, first_above, read_roundoff, tie_mismatch
 from .discretization import ctd_pmf
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .gg_pair import GGPair, _safe_log
@@ -188,12 +188,17 @@ class _Grid:
             self._index[key] = (jp - lo, lo, jq, hi)
         jp, lo, jq, hi = self._index[key]
         # the upper sums Σ_{k ≥ j} from the top and the lower sums Σ_{k < j} from the bottom, as h_pq / h_qp sum
-        sw = np.concatenate([np.cumsum(pair.omega[lo:][::-1])[::-1], [0.0]])
-        sn = np.concatenate([np.cumsum(pair.nu[lo:][::-1])[::-1], [0.0]])
-        cw = np.concatenate([[0.0], np.cumsum(pair.omega[:hi])])
-        cn = np.concatenate([[0.0], np.cumsum(pair.nu[:hi])])
-        a = pair.undo_normalization(np.maximum(pair.p_inf + sw[jp] - self.a_pos * sn[jp], 0.0))
-        b = pair.undo_normalization(np.maximum(pair.q_ninf + cn[jq] - self.a_inv * cw[jq], 0.0))
+        # rounded up as h_pq / h_qp are: ν's tie to ω e^{−t} and the sums' round-off (Lemma R7(d))
+        m_pq, m_qp, z = tie_mismatch(pair)
+        sw, sn, sm = (np.concatenate([np.cumsum(v[lo:][::-1])[::-1], [0.0]]) for v in (pair.omega, pair.nu, m_pq))
+        cw, cn, cm = (np.concatenate([[0.0], np.cumsum(v[:hi])]) for v in (pair.omega, pair.nu, m_qp))
+        sz = np.concatenate([np.cumsum(z[::-1])[::-1], [0.0]])[jq]  # Q-only atoms at or above the read point
+        rd = read_roundoff(n)
+        a_sn, a_cw = self.a_pos * sn[jp], self.a_inv * cw[jq]
+        a = pair.undo_normalization(np.maximum(pair.p_inf + sw[jp] - a_sn, 0.0) + self.a_pos * sm[jp] * (1.0 + rd)
+                                    + rd * (pair.p_inf + sw[jp] + a_sn))
+        b = pair.undo_normalization(np.maximum(pair.q_ninf + cn[jq] - a_cw, 0.0) + (cm[jq] + sz) * (1.0 + rd)
+                                    + rd * (pair.q_ninf + cn[jq] + a_cw))
         return np.clip(a, 0.0, 1.0), np.clip(b, 0.0, 1.0)
 
 
@@ -270,8 +275,14 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
     logc = (j - 1) * np.log(j - 1) - j * np.log(j)
     S = R * np.asarray(rates)[:, None]
 
-    def U(log_alpha: np.ndarray) -> np.ndarray:  # min over orders, capped at 1
-        return np.minimum(np.exp(np.min(S + logc - (j - 1) * log_alpha[None, :], axis=0)), 1.0)
+    def U(log_alpha: np.ndarray) -> np.ndarray:  # min over orders, rounded up, capped at 1
+        # the exponent S + log c − (j − 1)·log α carries ≤ 4u(|S| + |log c| + |(j − 1)·log α|) (each term one or two
+        # roundings, two additions) and exp ≤ 2u relative (4u used), so e^{arg}·e^{that + 4u}·(1 + 4u) (the products
+        # rounded) is ≥ the exact e^{arg} (Lemma T3); before, the exponential to nearest could be ~1e-14 below it
+        arg = S + logc - (j - 1) * log_alpha[None, :]
+        slack = 4.0 * UNIT_ROUNDOFF * (np.abs(S) + np.abs(logc) + np.abs((j - 1) * log_alpha[None, :]) + 1.0)
+        up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        return np.minimum(np.min(up, axis=0), 1.0)
 
     g = _Grid(t) if grid is None else grid
     d_pos, h_neg = U(t[g.pos]), U(-t[~g.pos])

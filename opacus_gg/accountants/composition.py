@@ -196,6 +196,9 @@ class _Certified:
     ts: np.ndarray
     pmf: np.ndarray
     log_bound: np.ndarray
+    #: ≤ 1: the exact composed PMF's δ is ≤ (that of the exact composition of the tilted PMFs as rounded, untilted
+    #: exactly)/``shrink`` (the rounding of the tilt's and of the untilting's inputs, Lemma R9(d)): certify at δ·shrink
+    shrink: float = 1.0
 
 
 def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
@@ -209,6 +212,7 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     """
     t = domain.ts
     dprvs, errs, log_scale = [], [], 0.0
+    log_shrink, scale_err = 0.0, 0.0
     for pmf, count in steps:
         if lam == 0.0:
             tilted, log_z = pmf, 0.0
@@ -217,6 +221,14 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
                 lw = np.log(pmf) + lam * t
             log_z = float(logsumexp(lw))
             tilted = np.exp(lw - log_z)
+            # each entry is p·e^{λt − log Z}(1 ± κ), κ ≤ expm1(4u(|log p| + 2λ|t| + |log Z|) + 2u): log, λ·t (and
+            # t's own rounding, ≤ u|t|), two additions, exp; log Z need not be accurate (the same number untilts).
+            # A composition of non-negative entries each within 1 ± κ_s is within (1 ± κ_s)^{T_s} per entry
+            pos = pmf > 0
+            kappa = math.expm1(4.0 * _U * (float(np.max(np.abs(np.log(pmf[pos])), initial=0.0))
+                                           + 2.0 * lam * float(np.max(np.abs(t))) + abs(log_z)) + 2.0 * _U)
+            log_shrink += count * math.log1p(-kappa)
+            scale_err += abs(count * log_z)
         check_finite(tilted, "tilted one-step PMF")
         dprvs.append(DiscretePRV(pmf=tilted, domain=domain))
         errs.append(_err_self(tilted, count))
@@ -228,8 +240,20 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     keep = tc >= 0.0
     log_r = log_scale - lam * tc[keep]
     pk = composed.pmf[keep]
-    with np.errstate(divide="ignore", over="ignore"):
-        out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)  # in log space: r_j alone can overflow
+    if lam == 0.0:
+        out = pk  # r ≡ 1: nothing to untilt
+    else:
+        with np.errstate(divide="ignore", over="ignore"):
+            out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)  # in log space: r_j alone can overflow
+        # the untilting's own rounding, relative per entry: log_scale (one rounding per step's term and sum, ≤
+        # 2u·Σ|T_s log Z_s| per addition chain, bounded by len(steps)·u·that), λ·t_c (t_c's rounding too), the sums,
+        # log and exp: ≤ expm1(4u(max|log|p̃|| + max|log r| + 2λ·max t_c) + 2u(len(steps) + 1)·Σ|T_s log Z_s| + 2u)
+        nz = pk != 0
+        kappa = math.expm1(4.0 * _U * (float(np.max(np.abs(np.log(np.abs(pk[nz]))), initial=0.0))
+                                       + float(np.max(np.abs(log_r), initial=0.0))
+                                       + 2.0 * lam * float(np.max(np.abs(tc), initial=0.0)))
+                           + 2.0 * _U * (len(steps) + 1) * scale_err + 2.0 * _U)
+        log_shrink += math.log1p(-kappa)
     check_finite(out, "untilted composed PMF")
     # |entry error| ≤ r_j·E: the computed PMF may dip below 0 by that much, and no further
     if np.any(out < -np.exp(log_r) * err.e * (1.0 + 1e-6) - 1e-300):
@@ -237,7 +261,10 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     # log Σ_{j ≥ i} r_j² (suffix sums in log space), then log E + ½·that
     suffix = np.logaddexp.accumulate((2.0 * log_r)[::-1])[::-1]
     log_bound = math.log(err.e) + 0.5 * suffix if err.e > 0 else np.full(suffix.shape, -np.inf)
-    return _Certified(tc[keep], out, log_bound)
+    # a negative entry (FFT noise, ≥ −r_j·E: checked above) untilted with relative error κ is not covered by the
+    # factor 1/(1 − κ) of `shrink`: ≤ 2κ·r_j·E more, so B(1 + 3κ) (Lemma R9(d))
+    log_bound = log_bound + math.log1p(3.0 * (1.0 - math.exp(log_shrink)))
+    return _Certified(tc[keep], out, log_bound, math.exp(log_shrink))
 
 
 def epsilon_for_delta(dprv, delta: float, log_bound: Optional[np.ndarray] = None) -> float:
@@ -364,7 +391,7 @@ def compose_history(
                 # every entry: measured at T = 1e5, λ = 5.3): it only ever lowers the certified `up` of the plain
                 # run, which stands on its own; if that is not finite either, the error below is raised
                 continue
-            up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
+            up = min(up, epsilon_for_delta(tilted, target * tilted.shrink, tilted.log_bound))
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "

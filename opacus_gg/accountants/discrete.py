@@ -33,7 +33,8 @@ from ..distribution import sf as gg_sf
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
 from .gg_pair import GGPair, _safe_log, inverse_loss
 
-__all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair"]
+__all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair", "tie_mismatch",
+           "read_roundoff"]
 
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
@@ -137,35 +138,42 @@ class DiscretePair:
         return dtype(self.t0) + dtype(self.h) * np.arange(self.omega.size, dtype=dtype)
 
     def _cumsums(self):
-        """(upper sums of ω, of ν, lower sums of ω, of ν), computed once (the masses are not mutated)."""
+        """(upper sums of ω, of ν, of m_pq, of z, lower sums of ω, of ν, of m_qp), computed once (the masses are not
+        mutated); m_pq, m_qp, z: :func:`tie_mismatch`."""
         key = (id(self.omega), id(self.nu))
         cached = self.__dict__.get("_cums")
         if cached is None or cached[0] != key:
-            sw = np.concatenate([np.cumsum(self.omega[::-1])[::-1], [0.0]])
-            sn = np.concatenate([np.cumsum(self.nu[::-1])[::-1], [0.0]])
-            cw = np.concatenate([[0.0], np.cumsum(self.omega)])
-            cn = np.concatenate([[0.0], np.cumsum(self.nu)])
-            cached = (key, (sw, sn, cw, cn))
+            m_pq, m_qp, z = tie_mismatch(self)
+            sums = tuple(np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]]) for v in (self.omega, self.nu, m_pq, z))
+            sums += tuple(np.concatenate([[0.0], np.cumsum(v)]) for v in (self.omega, self.nu, m_qp))
+            cached = (key, sums)
             self.__dict__["_cums"] = cached
         return cached[1]
 
     def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(P‖Q) = (p_inf + Σ_{t_j > log α} (ω_j − α ν_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(P‖Q) = (p_inf + Σ_{t_j > log α} ω_j(1 − α e^{−t_j}))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0), rounded up:
+        read as p_inf + Σω_j − αΣν_j plus α·Σm_pq (ν's tie to ω e^{−t}, :func:`tie_mismatch`) and the round-off of
+        the sums and of this arithmetic (:func:`read_roundoff`; Lemma R7(d))."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        sw, sn, _, _ = self._cumsums()
+        sw, sn, sm, _, _, _, _ = self._cumsums()
         pos = alpha > 0
         j = first_above(self.t0, self.h, self.omega.size, _safe_log(alpha, pos, log_alpha))
-        h = self.undo_normalization(np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0))
-        return np.where(pos, h, 1.0 - alpha)
+        a_sn = alpha * sn[j]
+        up = (np.maximum(self.p_inf + sw[j] - a_sn, 0.0) + alpha * sm[j] * (1.0 + read_roundoff(self.omega.size))
+              + read_roundoff(self.omega.size) * (self.p_inf + sw[j] + a_sn))
+        return np.where(pos, self.undo_normalization(up), 1.0 - alpha)
 
     def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(Q‖P) = (q_ninf + Σ_{t_j < −log α} (ν_j − α ω_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(Q‖P) = (q_ninf + Σ_{t_j < −log α} ω_j(e^{−t_j} − α))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0), rounded up as
+        :meth:`h_pq` (Lemma R7(d))."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        _, _, cw, cn = self._cumsums()
+        _, _, _, sz, cw, cn, cm = self._cumsums()
         pos = alpha > 0
         j = count_below(self.t0, self.h, self.omega.size, -_safe_log(alpha, pos, log_alpha))
-        h = self.undo_normalization(np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0))
-        return np.where(pos, h, 1.0 - alpha)
+        a_cw = alpha * cw[j]
+        up = (np.maximum(self.q_ninf + cn[j] - a_cw, 0.0) + (cm[j] + sz[j]) * (1.0 + read_roundoff(self.omega.size))
+              + read_roundoff(self.omega.size) * (self.q_ninf + cn[j] + a_cw))
+        return np.where(pos, self.undo_normalization(up), 1.0 - alpha)
 
     def undo_normalization(self, h: np.ndarray) -> np.ndarray:
         """h/(1 − C): curve values read from this pair's masses, made upper bounds on those of the same chain
@@ -221,6 +229,42 @@ class DiscretePair:
             return self
         ts = self.ts
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
+
+
+def tie_mismatch(pair: DiscretePair) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(m_pq, m_qp, z): what reading a pair's curves from its stored ν can miss (Lemma R7(d)). The pair a product
+    bounds (Lemma R7) has ν_j = ω_j e^{−t_j} at the claimed losses t_j = t_0 + j·h where ω_j > 0, and Q-only atoms
+    (0, ν_j) where ω_j underflowed (≡ Q-mass at −∞); the stored ν_j is within a few u(1 + |t_j|) of ω_j e^{−t_j},
+    or not tied at all (the split pair's ν_lo = Q_j − ν_hi). A posteriori: f_j = e^{log ω_j − t_j} as computed errs
+    by ≤ e_j·f_j, e_j = expm1(1.01u(h·j + |t_j|) + 2u(|log ω_j| + |log ω_j − t_j|) + 4u) (t_j's rounding, ≤
+    u(h·j + |t_j|), moves e^{−t} by that relative amount; log, the difference, exp), plus the smallest subnormal s.
+    H_α(P‖Q) read as Σ(ω_j − αν_j) is low by ≤ α·Σ m_pq, m_pq = (ν_j − (1 − e_j)f_j)_+ + s (with f_j = 0 where
+    ω_j = 0: a Q-only atom counts 0 there); H_α(Q‖P) read as Σ_{t_j < −log α}(ν_j − αω_j) is low by ≤ Σ m_qp,
+    m_qp = ((1 + e_j)f_j − ν_j)_+ + s where ω_j > 0, plus the Q-only atoms z_j = ν_j at t_j ≥ −log α (not read
+    there, while Q-mass at −∞ counts at every α)."""
+    j = np.arange(pair.omega.size, dtype=np.float64)
+    t = pair.ts
+    pos = pair.omega > 0
+    with np.errstate(divide="ignore"):
+        lw = np.log(pair.omega)  # in log space: e^{−t} alone overflows on windows wider than ~700
+    arg = np.where(pos, lw - t, -np.inf)
+    f = np.exp(arg)
+    check_finite(f, "discrete pair: ω·e^{−t}")
+    e = np.expm1(1.01 * UNIT_ROUNDOFF * (pair.h * j + np.abs(t))
+                 + 2.0 * UNIT_ROUNDOFF * np.where(pos, np.abs(lw) + np.abs(arg), 0.0) + 4.0 * UNIT_ROUNDOFF)
+    tiny = np.finfo(np.float64).smallest_subnormal
+    m_pq = np.maximum(pair.nu - (1.0 - e) * f, 0.0) + tiny
+    m_qp = np.where(pos, np.maximum((1.0 + e) * f - pair.nu, 0.0) + tiny, 0.0)
+    z = np.where(pos, 0.0, pair.nu)
+    return m_pq, m_qp, z
+
+
+def read_roundoff(n: int) -> float:
+    r"""Relative round-off of a curve read from an n-point pair as p_∞ + Σ_{j ≥ i} ω_j − αΣ_{j ≥ i} ν_j (or its
+    mirror), /(1 − C): each running sum of non-negative terms errs by ≤ γ_{n}·itself (np.cumsum, sequential), the
+    product, the two additions and the division by 1 − C by u each: 1.01·(n + 8)·u times p_∞ + Σω + αΣν (Lemma
+    R7(d))."""
+    return 1.01 * (n + 8) * UNIT_ROUNDOFF
 
 
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: np.ndarray,
