@@ -1,8 +1,9 @@
 """Rounding steps closed under the proven ε (docs/accounting.md): Lemma R7(d) (a discrete pair's curves read from its
 stored masses, rounded up for ν's tie to ω e^{−t} and the sums' round-off), Lemma R9(d) (the rounding of the Esscher
-tilt's and of the untilting's inputs, put into the certified δ) and Lemma T3 (the ball table Base's moment bound
-U(α), rounded up). Each against 40-digit mpmath at settings where the rounding shows, and each with a check that the
-step was needed (the value to nearest falls below the exact one somewhere).
+tilt's and of the untilting's inputs, put into the certified δ), Lemma T3 (the ball table Base's moment bound U(α),
+rounded up) and Lemma R10(a) (the one-coordinate factor of the powering chains from the rounded-up curve). Each
+against 40-digit mpmath at settings where the rounding shows, and where a value to nearest was used before, a check
+that it falls below the exact one somewhere (the step was needed).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import numpy as np
 
 from opacus_gg.accountants.ball_prv import moment_curve_bound
 from opacus_gg.accountants.composition import tilt_pmf, untilt_pmf
-from opacus_gg.accountants.discrete import first_above, split_to_grid
+from opacus_gg.accountants.discrete import CURVE_SPLIT_MAX_ROUNDOFF, _bin_split, _curve_split, first_above, split_to_grid
 from opacus_gg.accountants.gg_pair import GGPair
+from test_gg_pair_roundoff import _h_exact
 
 DPS = 40
 
@@ -41,8 +43,8 @@ def test_discrete_pair_curves_are_rounded_up_for_the_tie_and_the_sums():
     (ν from the log) are ≥ the exact curves of the pair the products bound, in mpmath, at α between the grid points
     over the whole loss range and beyond it (where p_∞, q_{−∞} alone remain), and within 1e-9 of them relative to
     the mass read. Read to nearest (Σω − αΣν as before), the split pair falls below somewhere: the bound is needed."""
-    base = split_to_grid(GGPair(0.05, 1.5), 1 << 9)
-    for pair in (base, base.compose(base)):
+    base = _bin_split(GGPair(0.05, 1.5), 1 << 9)
+    for pair in (base, base.compose(base), split_to_grid(GGPair(0.05, 1.5), 1 << 9)):
         t = pair.ts
         alphas = np.exp(np.concatenate([0.5 * (t[:-1] + t[1:])[::3], [t[0] - 1.0, t[-1] + 1.0]]))
         exact_pq, exact_qp = _exact_curves(pair, alphas)
@@ -123,3 +125,25 @@ def test_ball_table_base_moment_bound_is_rounded_up():
             assert float(g) <= float(exact) * (1 + 1e-12) + 1e-323
             below += mp.mpf(float(nr)) < exact
     assert below > 0
+
+
+def test_curve_split_dominates_the_exact_pair_in_both_orientations():
+    """Lemma R10(a): the connect-the-dots pair of the rounded-up curve (what split_to_grid returns where C ≤
+    CURVE_SPLIT_MAX_ROUNDOFF) has both curves ≥ the exact GG curve (40-digit mpmath: exact threshold and tails) at
+    α between its atoms and at them, over both sides of the loss range, for a small shift near β = 1, β = 1 (atoms),
+    β = 2 and β = 4; its grid is symmetric with every loss a double, its Q-law the mirror of its P-law, and C is tiny."""
+    n = 1 << 10
+    for a, beta in ((1e-4, 1.2), (0.05, 1.0), (1.0, 2.0), (1.0 / 6.0, 4.0)):
+        pair = _curve_split(GGPair(a, beta), n)
+        assert pair is not None and 0.0 < pair.roundoff <= CURVE_SPLIT_MAX_ROUNDOFF
+        t = pair.ts
+        assert np.array_equal(t, -t[::-1])
+        mids = 0.5 * (t[:-1] + t[1:])
+        picks = np.unique(np.concatenate([mids[:: n // 24], t[n // 2 - 3: n // 2 + 3], t[:: n // 16]]))
+        alphas = np.exp(picks)
+        got_pq, got_qp = pair.h_pq(alphas), pair.h_qp(alphas)
+        assert np.array_equal(pair.omega, pair.nu[::-1])  # symmetric: Q-law = the mirror of the P-law
+        with mp.workdps(DPS):
+            for al, g_pq, g_qp in zip(alphas, got_pq, got_qp):
+                exact = _h_exact(a, beta, float(al))  # H_α(P‖Q) = H_α(Q‖P): the reflection x ↦ a − x
+                assert mp.mpf(float(g_pq)) >= exact and mp.mpf(float(g_qp)) >= exact, (a, beta, float(al))

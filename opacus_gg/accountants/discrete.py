@@ -470,8 +470,90 @@ def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) 
     return DiscretePair(t0, h, om_new, nu_new, float(p_inf), float(q_ninf), roundoff)
 
 
+#: a split pair from the rounded-up curve (:func:`_curve_split`) is used where its round-off factor C is at most this
+#: (the chains multiply it by up to 10⁹: C ≤ 10^{−5} there); elsewhere (small shifts: its masses, the curve's second
+#: differences on a grid of spacing ~a/n, drown in the values' round-off) the split of the bin masses (Lemma R10)
+CURVE_SPLIT_MAX_ROUNDOFF = 1e-14
+
+
+def _symmetric_spacing(half_width: float, n: int) -> float:
+    """The spacing h ≥ 2·``half_width``/(n − 1), rounded up to 52 − bit_length(n) significant bits, so that every
+    loss h·(2j − n + 1)/2 of the symmetric grid (j < n) is a double, exactly."""
+    mant, expo = math.frexp(2.0 * half_width / (n - 1))
+    bits = 52 - int(n).bit_length()
+    return math.ldexp(math.ceil(math.ldexp(mant, bits)), expo - bits)
+
+
+def _curve_split(pair: GGPair, n: int) -> Optional[DiscretePair]:
+    r"""The connect-the-dots pair of the one-coordinate pair's rounded-up curve on n (even) symmetric loss points,
+    or None where its round-off factor exceeds :data:`CURVE_SPLIT_MAX_ROUNDOFF` (docs/accounting.md, Lemma R10(a)).
+
+    Grid t_j = h·(2j − n + 1)/2, every t_j a double exactly (:func:`_symmetric_spacing`), spanning the pair's loss
+    window. The GG pair is symmetric (H_α(Q‖P) = H_α(P‖Q)), so only δ_i = ``pair.h_pq`` at α_i = e^{t_i}, t_i > 0, is
+    read: upper bounds (Lemma R9), at α rounded down (H is non-increasing in α). In long double (:data:`WIDE_DTYPE`):
+    chord slopes s_i = (δ_{i+1} − δ_i)/(α_{i+1} − α_i), s_{n−1} = 0 above the grid (δ_{n−1} is the P-mass at +∞), and
+    the chord through t = 0 to the mirror point (1/α_m, 1 − 1/α_m + δ_m/α_m), s_{m−1} = (δ_m − 1)/(α_m + 1) (m = n/2);
+    ν_i = (s_i − s_{i−1})_+ and ω_i = α_i·ν_i at t_i > 0, the mirror atom at −t_i with P-mass ν_i (Q-mass ω_i). ω is
+    rounded up to float64 from α_i raised by 4u_ld (so ω_i ≥ e^{t_i}ν_i exactly), ν down. C (``roundoff``): Lemma R5(b)'s
+    relative round-off with u = u_ld on the δ side, of the chord through t = 0 against a lower bound on H(α_m), and 2u
+    (the roundings to float64); the mass that clipping negative ν_i adds is scaled away by the normalization (C)."""
+    lo, hi = pair.loss_window()
+    if not max(hi, -lo) < 700.0:  # e^t overflows the curve's α (such windows take the bin split)
+        return None
+    h = _symmetric_spacing(max(hi, -lo), n)
+    t0 = -0.5 * (n - 1) * h  # exact, and t0 + j·h = h·(2j − n + 1)/2 exactly
+    m = n // 2
+    tp = t0 + h * np.arange(m, n)  # t_m = h/2 … t_{n−1}, exact
+    delta = pair.h_pq(np.exp(tp) * (1.0 - 4.0 * UNIT_ROUNDOFF))
+    check_finite(delta, f"one-coordinate curve of the GG pair (a={pair.a}, beta={pair.beta})")
+    if not (np.all(delta >= 0.0) and delta[0] < 1.0):
+        return None
+    ld = WIDE_DTYPE
+    u_ld = float(np.finfo(ld).eps) / 2.0
+    alpha = np.exp(tp.astype(ld))
+    dl = delta.astype(ld)
+    s = np.empty(m + 1, dtype=ld)  # s_{m−1}, s_m, …, s_{n−1}
+    s[0] = (dl[0] - 1) / (alpha[0] + 1)
+    s[1:m] = np.diff(dl) / (alpha[:-1] * np.expm1(ld(h)))
+    s[m] = 0
+    nu_ld = np.maximum(np.diff(s), 0)
+    om_ld = (alpha * (1 + 4 * ld(u_ld))) * nu_ld
+    om = om_ld.astype(np.float64)
+    om = np.where(om < om_ld, np.nextafter(om, np.inf), om)  # up (an exact comparison in long double)
+    nu = nu_ld.astype(np.float64)
+    nu = np.maximum(np.where(nu > nu_ld, np.nextafter(nu, -np.inf), nu), 0.0)  # down
+    # Lemma R5(b) with u_ld on the δ side: at t_i, 6u·Σ_{k≥i}|Δ_k| + 3u·δ_i; the chord through t = 0 at α = 1:
+    # 6u·Σ|Δ_k| + 6u·δ_m + 3u·h against a lower bound on H(1) ≥ H(α_m); float64's roundings of ω and ν: 2u
+    dif = np.abs(np.diff(delta))
+    tail = np.concatenate([np.cumsum(dif[::-1])[::-1], [0.0]])
+    if np.any((delta <= 0) & (tail > 0)):
+        return None
+    ratio = np.where(delta > 0, (6.0 * u_ld * tail + 3.0 * u_ld * delta) / np.where(delta > 0, delta, 1.0), 0.0)
+    a_hi = np.exp(tp[:1]) * (1.0 + 4.0 * UNIT_ROUNDOFF)  # ≥ α_m: H there ≤ H(α_m)
+    low_m = float(2.0 * pair.h_pq(a_hi, upper=False)[0] - pair.h_pq(a_hi)[0])  # ≤ H(α_m) (Lemma R9's bound)
+    if not low_m > 0.0:
+        return None
+    chord = 6.0 * u_ld * tail[0] + 6.0 * u_ld * float(delta[0]) + 3.0 * u_ld * h
+    c = 2.0 * max(float(np.max(ratio)), chord / low_m) + 2.0 * UNIT_ROUNDOFF
+    rho = float(delta[-1])
+    if not float(np.sum(om, dtype=np.longdouble) + np.sum(nu, dtype=np.longdouble)) + rho <= 1.0 + mass_budget(n):
+        return None  # clipped negative masses (values not convex beyond round-off): the normalization would refuse
+    out = DiscretePair(float(t0), float(h), np.concatenate([nu[::-1], om]), np.concatenate([om[::-1], nu]), rho, rho, c)
+    return out if out.roundoff <= CURVE_SPLIT_MAX_ROUNDOFF else None
+
+
 def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
-    r"""Dominating discrete pair of the exact one-coordinate pair on ``n`` uniform loss points.
+    r"""Dominating discrete pair of the exact one-coordinate pair on ``n`` (even) uniform loss points: the
+    connect-the-dots pair of its rounded-up curve (:func:`_curve_split`, Lemma R10(a)) where that is well
+    conditioned, else the split of its bin masses (:func:`_bin_split`, Lemma R10(b): not budgeted)."""
+    if not (isinstance(n, (int, np.integer)) and n >= 4 and n % 2 == 0):
+        raise ValueError(f"split_to_grid: the number of grid points n must be an even integer >= 4, got {n!r}")
+    curve = _curve_split(pair, int(n))
+    return curve if curve is not None else _bin_split(pair, int(n))
+
+
+def _bin_split(pair: GGPair, n: int) -> DiscretePair:
+    r"""Discrete pair of the exact one-coordinate pair on ``n`` uniform loss points from its bin masses.
 
     Bin (g_j, g_{j+1}] with masses P_j, Q_j (from the GG CDF, no sampling) is split into atoms at g_j and
     g_{j+1} preserving both: ν_{j,lo} = (Q_j e^{h} − P_j e^{−g_j})/(e^{h} − 1), ν_{j,hi} = Q_j − ν_{j,lo},
