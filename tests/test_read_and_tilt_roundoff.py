@@ -13,7 +13,8 @@ import numpy as np
 
 from opacus_gg.accountants.ball_prv import moment_curve_bound
 from opacus_gg.accountants.composition import tilt_pmf, untilt_pmf
-from opacus_gg.accountants.discrete import CURVE_SPLIT_MAX_ROUNDOFF, _bin_split, _curve_split, first_above, split_to_grid
+from opacus_gg.accountants.discrete import (CURVE_SPLIT_MAX_ROUNDOFF, _bin_split, _curve_split, first_above,
+                                            split_to_grid)
 from opacus_gg.accountants.gg_pair import GGPair
 from test_gg_pair_roundoff import _h_exact
 
@@ -131,7 +132,7 @@ def test_curve_split_dominates_the_exact_pair_in_both_orientations():
     """Lemma R10(a): the connect-the-dots pair of the rounded-up curve (what split_to_grid returns where C ≤
     CURVE_SPLIT_MAX_ROUNDOFF) has both curves ≥ the exact GG curve (40-digit mpmath: exact threshold and tails) at
     α between its atoms and at them, over both sides of the loss range, for a small shift near β = 1, β = 1 (atoms),
-    β = 2 and β = 4; its grid is symmetric with every loss a double, its Q-law the mirror of its P-law, and C is tiny."""
+    β = 2 and β = 4; its grid is symmetric with every loss a double, its Q-law the mirror of its P-law, C is tiny."""
     n = 1 << 10
     for a, beta in ((1e-4, 1.2), (0.05, 1.0), (1.0, 2.0), (1.0 / 6.0, 4.0)):
         pair = _curve_split(GGPair(a, beta), n)

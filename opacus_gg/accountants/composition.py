@@ -228,8 +228,9 @@ def untilt_pmf(pk: np.ndarray, log_r: np.ndarray, lam_t: float, scale_slack: flo
     r"""(out, κ): out_j = p_j·r_j as computed in log space (r_j = e^{log r_j} alone can overflow), log r_j = log_scale
     − λt_j, and κ with |out_j − p_j·r_j| ≤ κ|p_j r_j| at the exact r_j: log r carries ``scale_slack`` (log_scale =
     Σ T_s log Z_s summed: ≤ 2u(#terms + 1)·Σ|T_s log Z_s|) + 2u·λ|t| (the product and t's rounding, ``lam_t`` =
-    λ·max|t|) + u|log r|; then log|p|, the sum and exp: κ = expm1(4u(max|log|p|| + max|log r| + 2λ·max|t|) + ``scale_slack`` +
-    2u) (Lemma R9(d)), for entries in the normal range; below it, ≤ the smallest subnormal more (absolute)."""
+    λ·max|t|) + u|log r|; then log|p|, the sum and exp: κ = expm1(4u(max|log|p|| + max|log r| + 2λ·max|t|) +
+    ``scale_slack`` + 2u) (Lemma R9(d)), for entries in the normal range; below it, ≤ the smallest subnormal more
+    (absolute)."""
     with np.errstate(divide="ignore", over="ignore"):
         out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)
     nz = pk != 0

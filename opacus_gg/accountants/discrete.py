@@ -2,9 +2,9 @@ r"""Discrete privacy pairs on a uniform loss grid: dominating discretization, ex
 
 :class:`DiscretePair` is a pair supported on a uniform grid of loss values plus atoms at ±∞ (P mass at
 +∞, Q mass at −∞). :func:`split_to_grid` turns the exact one-coordinate pair into a discrete pair that
-*dominates* it (every atom's P and Q masses are split between the two neighbouring grid points,
-preserving both: a refinement, so the original is a post-processing of the discrete pair — the
-"connect the dots" discretization of Doroshenko et al. 2022). A product of discrete pairs convolves
+*dominates* it: the "connect the dots" discretization (Doroshenko et al. 2022) of its rounded-up curve, or, where
+that is ill-conditioned, the split of its bin masses between the two neighbouring grid points (docs/accounting.md,
+Lemma R10). A product of discrete pairs convolves
 the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
 (docs/accounting.md, Lemma R7); k-coordinate shapes are built by binary powering (:class:`PowerChain`) with a
 dominating re-gridding after every product, the squares that a chain reuses many times in long double (Lemma R8;
@@ -55,8 +55,8 @@ class DiscretePair:
     r"""A pair on loss values ``t0 + j·h`` (j = 0..n−1): P-masses ``omega``, Q-masses ``nu``; plus P mass
     ``p_inf`` at loss +∞ (Q = 0 there) and Q mass ``q_ninf`` at loss −∞ (P = 0 there).
 
-    Validity: ν_j = ω_j e^{−t_j} (up to rounding); both laws have total mass ≤ 1 (1 up to rounding and what the
-    normalizations, accounted by C, took away).
+    Validity: ν_j = ω_j e^{−t_j} (up to rounding, which :meth:`h_pq`/:meth:`h_qp` bound, Lemma R7(d)); both laws have
+    total mass ≤ 1 (1 up to rounding and what the normalizations, accounted by C, took away).
 
     ``roundoff`` C (Lemma R6): the mass normalizations of this pair and of every pair it was built from shrink the
     curves by at most the factor 1 − C; :meth:`h_pq` and :meth:`h_qp` return the curves divided by 1 − C.
@@ -494,9 +494,10 @@ def _curve_split(pair: GGPair, n: int) -> Optional[DiscretePair]:
     chord slopes s_i = (δ_{i+1} − δ_i)/(α_{i+1} − α_i), s_{n−1} = 0 above the grid (δ_{n−1} is the P-mass at +∞), and
     the chord through t = 0 to the mirror point (1/α_m, 1 − 1/α_m + δ_m/α_m), s_{m−1} = (δ_m − 1)/(α_m + 1) (m = n/2);
     ν_i = (s_i − s_{i−1})_+ and ω_i = α_i·ν_i at t_i > 0, the mirror atom at −t_i with P-mass ν_i (Q-mass ω_i). ω is
-    rounded up to float64 from α_i raised by 4u_ld (so ω_i ≥ e^{t_i}ν_i exactly), ν down. C (``roundoff``): Lemma R5(b)'s
-    relative round-off with u = u_ld on the δ side, of the chord through t = 0 against a lower bound on H(α_m), and 2u
-    (the roundings to float64); the mass that clipping negative ν_i adds is scaled away by the normalization (C)."""
+    rounded up to float64 from α_i raised by 4u_ld (so ω_i ≥ e^{t_i}ν_i exactly), ν down. C (``roundoff``): Lemma
+    R5(b)'s relative round-off with u = u_ld on the δ side, of the chord through t = 0 against a lower bound on
+    H(α_m), and 2u (the roundings to float64); the mass that clipping negative ν_i adds is scaled away by the
+    normalization (C)."""
     lo, hi = pair.loss_window()
     if not max(hi, -lo) < 700.0:  # e^t overflows the curve's α (such windows take the bin split)
         return None
