@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import mpmath as mp
 import numpy as np
+import pytest
 
 from opacus_gg.accountants.ball_prv import moment_curve_bound
 from opacus_gg.accountants.composition import tilt_pmf, untilt_pmf
-from opacus_gg.accountants.discrete import (CURVE_SPLIT_MAX_ROUNDOFF, _bin_split, _curve_split, first_above,
+from opacus_gg.accountants.checks import AccountingError
+from opacus_gg.accountants.discrete import (CURVE_SPLIT_MAX_LOSS, CURVE_SPLIT_MAX_ROUNDOFF, _curve_split, first_above,
                                             split_to_grid)
 from opacus_gg.accountants.gg_pair import GGPair
 from test_gg_pair_roundoff import _h_exact
@@ -40,12 +42,12 @@ def _exact_curves(pair, alphas):
 
 
 def test_discrete_pair_curves_are_rounded_up_for_the_tie_and_the_sums():
-    """Lemma R7(d): h_pq / h_qp of a split pair (its ν_lo = Q_j − ν_hi is not tied to ω e^{−t}) and of a product
-    (ν from the log) are ≥ the exact curves of the pair the products bound, in mpmath, at α between the grid points
-    over the whole loss range and beyond it (where p_∞, q_{−∞} alone remain), and within 1e-9 of them relative to
-    the mass read. Read to nearest (Σω − αΣν as before), the split pair falls below somewhere: the bound is needed."""
-    base = _bin_split(GGPair(0.05, 1.5), 1 << 8)
-    for pair in (base, base.compose(base), split_to_grid(GGPair(0.05, 1.5), 1 << 8)):
+    """Lemma R7(d): h_pq / h_qp of a split pair (ω rounded up, ν down from long double: not tied to ω e^{−t}) and of a
+    product (ν from the log) are ≥ the exact curves of the pair the products bound, in mpmath, at α between the grid
+    points over the whole loss range and beyond it (where p_∞, q_{−∞} alone remain), and within 1e-9 of them relative
+    to the mass read. Read to nearest (Σω − αΣν as before), the split pair falls below somewhere: the bound is needed."""
+    base = split_to_grid(GGPair(0.05, 1.5), 1 << 8)
+    for pair in (base, base.compose(base)):
         t = pair.ts
         alphas = np.exp(np.concatenate([0.5 * (t[:-1] + t[1:])[::5], [t[0] - 1.0, t[-1] + 1.0]]))
         exact_pq, exact_qp = _exact_curves(pair, alphas)
@@ -148,3 +150,38 @@ def test_curve_split_dominates_the_exact_pair_in_both_orientations():
             for al, g_pq, g_qp in zip(alphas, got_pq, got_qp):
                 exact = _h_exact(a, beta, float(al))  # H_α(P‖Q) = H_α(Q‖P): the reflection x ↦ a − x
                 assert mp.mpf(float(g_pq)) >= exact and mp.mpf(float(g_qp)) >= exact, (a, beta, float(al))
+
+
+def test_split_to_grid_dominates_where_the_finest_grid_is_ill_conditioned():
+    """Lemma R10(b): where the split on all n = 8192 points is ill-conditioned (the former bin-split region: small
+    shifts near β = 1, windows beyond ±600), split_to_grid returns the same construction on a coarser grid, or on the
+    window cut at ±CURVE_SPLIT_MAX_LOSS (the P-mass above at +∞): C tiny, both curves ≥ the exact GG curve (40-digit
+    mpmath) at α between the atoms, at them and beyond the grid. Where no grid is well conditioned (a tiny shift at
+    β = 2; β = 4 at a = 10, H = 1 to double precision) it raises AccountingError, never a pair."""
+    n = 1 << 13
+    for a, beta in ((1e-4, 1.0), (1e-6, 1.001), (1e-6, 1.1), (1e-8, 1.5), (1.0, 8.0)):
+        pair = split_to_grid(GGPair(a, beta), n)
+        assert 0.0 < pair.roundoff <= CURVE_SPLIT_MAX_ROUNDOFF
+        t = pair.ts
+        assert np.array_equal(t, -t[::-1]) and np.array_equal(pair.omega, pair.nu[::-1])
+        lo, hi = GGPair(a, beta).loss_window()
+        if hi > CURVE_SPLIT_MAX_LOSS:  # the cut window: its top within a spacing of the cut, mass at +∞
+            assert pair.omega.size == n and t[-1] <= CURVE_SPLIT_MAX_LOSS + pair.h and pair.p_inf > 0.0
+        else:  # the finest grid is ill-conditioned here: a coarser one
+            assert _curve_split(GGPair(a, beta), n) is None and pair.omega.size < n
+        if beta == 1.0:  # the top point read above the atom at a: not the curve's rounding-up slack ~2e-12 at +∞
+            assert pair.p_inf < 1e-14
+        m = t.size
+        mids = 0.5 * (t[:-1] + t[1:])
+        step = max(m // 16, 1)
+        picks = np.unique(np.concatenate([mids[::step], t[::step], t[m // 2 - 2: m // 2 + 2], t[-2:], mids[-2:],
+                                          [t[-1] + pair.h]]))
+        alphas = np.exp(picks)
+        got_pq, got_qp = pair.h_pq(alphas), pair.h_qp(alphas)
+        with mp.workdps(DPS):
+            for al, g_pq, g_qp in zip(alphas, got_pq, got_qp):
+                exact = _h_exact(a, beta, float(al))
+                assert mp.mpf(float(g_pq)) >= exact and mp.mpf(float(g_qp)) >= exact, (a, beta, float(al))
+    for a, beta in ((1e-10, 2.0), (10.0, 4.0)):
+        with pytest.raises(AccountingError, match=r"shift a=.*cannot be discretized with a certified round-off"):
+            split_to_grid(GGPair(a, beta), n)

@@ -2,10 +2,9 @@ r"""Discrete privacy pairs on a uniform loss grid: dominating discretization, ex
 
 :class:`DiscretePair` is a pair supported on a uniform grid of loss values plus atoms at ±∞ (P mass at
 +∞, Q mass at −∞). :func:`split_to_grid` turns the exact one-coordinate pair into a discrete pair that
-*dominates* it: the "connect the dots" discretization (Doroshenko et al. 2022) of its rounded-up curve, or, where
-that is ill-conditioned, the split of its bin masses between the two neighbouring grid points (docs/accounting.md,
-Lemma R10). A product of discrete pairs convolves
-the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
+*dominates* it: the "connect the dots" discretization (Doroshenko et al. 2022) of its rounded-up curve, on a coarser
+grid where the finest is ill-conditioned, refused where none is well conditioned (docs/accounting.md, Lemma R10).
+A product of discrete pairs convolves the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
 (docs/accounting.md, Lemma R7); k-coordinate shapes are built by binary powering (:class:`PowerChain`) with a
 dominating re-gridding after every product, the squares that a chain reuses many times in long double (Lemma R8;
 :mod:`.spreads` builds the pairs covering every equal spread from these).
@@ -28,10 +27,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 from scipy import fft as sp_fft
 
-from ..distribution import cdf as gg_cdf
-from ..distribution import sf as gg_sf
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
-from .gg_pair import GGPair, _safe_log, inverse_loss
+from .gg_pair import GGPair, _safe_log
 
 __all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair", "tie_mismatch",
            "read_roundoff"]
@@ -472,8 +469,15 @@ def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) 
 
 #: a split pair from the rounded-up curve (:func:`_curve_split`) is used where its round-off factor C is at most this
 #: (the chains multiply it by up to 10⁹: C ≤ 10^{−5} there); elsewhere (small shifts: its masses, the curve's second
-#: differences on a grid of spacing ~a/n, drown in the values' round-off) the split of the bin masses (Lemma R10)
+#: differences on a grid of spacing ~a/n, drown in the values' round-off) a coarser grid is tried (Lemma R10)
 CURVE_SPLIT_MAX_ROUNDOFF = 1e-14
+
+#: the coarsest grid :func:`split_to_grid` tries (halving from n) before it refuses
+CURVE_SPLIT_MIN_POINTS = 4
+
+#: :func:`_curve_split`'s grid spans the loss window cut at ±this (e^t stays finite with room for ω = e^t·ν); the
+#: P-mass of losses above sits at +∞ (δ_{n−1} = H(α_{n−1})), the Q-mass below at −∞: a dominating cut
+CURVE_SPLIT_MAX_LOSS = 600.0
 
 
 def _symmetric_spacing(half_width: float, n: int) -> float:
@@ -484,7 +488,7 @@ def _symmetric_spacing(half_width: float, n: int) -> float:
     return math.ldexp(math.ceil(math.ldexp(mant, bits)), expo - bits)
 
 
-def _curve_split(pair: GGPair, n: int) -> Optional[DiscretePair]:
+def _curve_split(pair: GGPair, n: int, clear_top: bool = False) -> Optional[DiscretePair]:
     r"""The connect-the-dots pair of the one-coordinate pair's rounded-up curve on n (even) symmetric loss points,
     or None where its round-off factor exceeds :data:`CURVE_SPLIT_MAX_ROUNDOFF` (docs/accounting.md, Lemma R10(a)).
 
@@ -499,9 +503,10 @@ def _curve_split(pair: GGPair, n: int) -> Optional[DiscretePair]:
     H(α_m), and 2u (the roundings to float64); the mass that clipping negative ν_i adds is scaled away by the
     normalization (C)."""
     lo, hi = pair.loss_window()
-    if not max(hi, -lo) < 700.0:  # e^t overflows the curve's α (such windows take the bin split)
-        return None
-    h = _symmetric_spacing(max(hi, -lo), n)
+    half = min(max(hi, -lo), CURVE_SPLIT_MAX_LOSS)
+    if clear_top:  # the top point read (at t − 4u) above a top atom (β = 1's loss a, where the curve drops to 0)
+        half += 16.0 * UNIT_ROUNDOFF * (1.0 + half)
+    h = _symmetric_spacing(half, n)
     t0 = -0.5 * (n - 1) * h  # exact, and t0 + j·h = h·(2j − n + 1)/2 exactly
     m = n // 2
     tp = t0 + h * np.arange(m, n)  # t_m = h/2 … t_{n−1}, exact
@@ -544,60 +549,27 @@ def _curve_split(pair: GGPair, n: int) -> Optional[DiscretePair]:
 
 
 def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
-    r"""Dominating discrete pair of the exact one-coordinate pair on ``n`` (even) uniform loss points: the
-    connect-the-dots pair of its rounded-up curve (:func:`_curve_split`, Lemma R10(a)) where that is well
-    conditioned, else the split of its bin masses (:func:`_bin_split`, Lemma R10(b): not budgeted)."""
+    r"""Dominating discrete pair of the exact one-coordinate pair on at most ``n`` (even) symmetric loss points: the
+    connect-the-dots pair of its rounded-up curve (:func:`_curve_split`, Lemma R10(a)) on n points, or where that is
+    ill-conditioned on n/2, n/4, … ≥ :data:`CURVE_SPLIT_MIN_POINTS` points (a coarser grid of the same curve
+    dominates too, and its masses, the curve's second differences, grow like the square of the spacing); a loss window
+    wider than ±:data:`CURVE_SPLIT_MAX_LOSS` is cut there (the P-mass above goes to +∞, which only overestimates).
+    Raises :class:`.checks.AccountingError` where no grid is well conditioned (tiny shifts, a ≲ 10^{−10}; shifts so
+    large that H ≈ 1 to double precision, β = 4 at a = 10); the callers publish the proven Rényi bound with a warning, or say the equal-spread reference is not available."""
     if not (isinstance(n, (int, np.integer)) and n >= 4 and n % 2 == 0):
         raise ValueError(f"split_to_grid: the number of grid points n must be an even integer >= 4, got {n!r}")
-    curve = _curve_split(pair, int(n))
-    return curve if curve is not None else _bin_split(pair, int(n))
-
-
-def _bin_split(pair: GGPair, n: int) -> DiscretePair:
-    r"""Discrete pair of the exact one-coordinate pair on ``n`` uniform loss points from its bin masses.
-
-    Bin (g_j, g_{j+1}] with masses P_j, Q_j (from the GG CDF, no sampling) is split into atoms at g_j and
-    g_{j+1} preserving both: ν_{j,lo} = (Q_j e^{h} − P_j e^{−g_j})/(e^{h} − 1), ν_{j,hi} = Q_j − ν_{j,lo},
-    ω = ν e^{g}. Tails as in :func:`_split_atoms`; the result dominates ``pair`` for every α ≥ 0.
-
-    The grid is g_j = lo + j·h exactly as :attr:`DiscretePair.ts` recomputes it: the masses are split at the
-    losses the pair claims (``np.linspace``'s g_1 − g_0 is h with a relative error ~u·|lo|/h ≈ 2e-13, which put
-    the claimed losses up to 5e-12 off the split ones; the products' Q-laws ν = ω e^{−t} then gained
-    2.7e-12 of mass per coordinate, docs/accounting.md Lemma R2).
-    """
-    lo, hi = pair.loss_window()
-    h = (hi - lo) / (n - 1)
-    g = lo + h * np.arange(n)
-    hi = float(g[-1])
-    x = inverse_loss(g, pair.a, pair.beta)  # one inverse for both the CDFs and the survival functions
-    cp, cq = gg_cdf(x - pair.a, pair.beta, 1.0), gg_cdf(x, pair.beta, 1.0)
-    sp, sq = gg_sf(x - pair.a, pair.beta, 1.0), gg_sf(x, pair.beta, 1.0)
-    # bin masses: use the CDF in the lower half, the sf in the upper half (relative accuracy)
-    pb = np.where(cp[1:] < 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
-    qb = np.where(cq[1:] < 0.5, cq[1:] - cq[:-1], sq[:-1] - sq[1:])
-    pb, qb = np.maximum(pb, 0.0), np.maximum(qb, 0.0)
-    gl = g[:-1]
-    # θ = P-fraction sent up: P_j e^{-g_j} − Q_j = θ P_j (e^{-g_j} − e^{-g_{j+1}})
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = (1.0 - qb / pb * np.exp(gl)) / (-np.expm1(-h))
-    theta = np.where(pb > 0, np.clip(theta, 0.0, 1.0), 0.0)
-    om = np.zeros(n)
-    nu = np.zeros(n)
-    om[1:] += theta * pb
-    om[:-1] += (1.0 - theta) * pb
-    # Q masses from the same split: ν_hi = θ P e^{−g_{j+1}}, ν_lo = Q − ν_hi (P = 0 bins: all Q to g_j... i.e. −∞)
-    nu_hi = np.where(pb > 0, theta * pb * np.exp(-g[1:]), 0.0)
-    nu_lo = np.where(pb > 0, np.maximum(qb - nu_hi, 0.0), 0.0)
-    nu[1:] += nu_hi
-    nu[:-1] += nu_lo
-    # lower tail (ℓ ≤ g_0): P to g_0 with Q = P e^{−g_0}; upper tail (ℓ > g_{n−1}): Q to g_{n−1}
-    om[0] += cp[0]
-    nu[0] += cp[0] * math.exp(-lo)
-    nu[-1] += sq[-1]
-    om[-1] += sq[-1] * math.exp(hi)
-    p_inf = max(sp[-1] - sq[-1] * math.exp(hi), 0.0)
-    q_ninf = max(1.0 - nu.sum(), 0.0)
-    return DiscretePair(float(lo), float(h), om, nu, float(p_inf), float(q_ninf))
+    for clear_top in ((True, False) if pair.beta == 1.0 else (False,)):
+        m = int(n)
+        while m >= CURVE_SPLIT_MIN_POINTS and m % 2 == 0:
+            curve = _curve_split(pair, m, clear_top)
+            if curve is not None:
+                return curve
+            m //= 2
+    raise AccountingError(
+        f"the one-coordinate pair of the p = inf vertex / equal spreads / count query at shift a={pair.a!r}, "
+        f"beta={pair.beta!r} cannot be discretized with a certified round-off on any grid of {n} down to "
+        f"{CURVE_SPLIT_MIN_POINTS} points (docs/accounting.md Lemma R10: a tiny shift's curve is flat below the "
+        f"values' round-off, a huge shift's is 1 to double precision)")
 
 
 #: a square that its chain uses more than this many times is computed in long double (Lemma R8): its C, ~10^{−12} in
