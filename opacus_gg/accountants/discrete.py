@@ -493,7 +493,8 @@ def _curve_split(pair: GGPair, n: int, clear_top: bool = False) -> Optional[Disc
     or None where its round-off factor exceeds :data:`CURVE_SPLIT_MAX_ROUNDOFF` (docs/accounting.md, Lemma R10(a)).
 
     Grid t_j = h·(2j − n + 1)/2, every t_j a double exactly (:func:`_symmetric_spacing`), spanning the pair's loss
-    window. The GG pair is symmetric (H_α(Q‖P) = H_α(P‖Q)), so only δ_i = ``pair.h_pq`` at α_i = e^{t_i}, t_i > 0, is
+    window cut at ±:data:`CURVE_SPLIT_MAX_LOSS` (``clear_top``: 16u(1 + top) wider, β = 1's top atom read above it,
+    where H = 0, not its rounding-up slack). The GG pair is symmetric (H_α(Q‖P) = H_α(P‖Q)), so only δ_i = ``pair.h_pq`` at α_i = e^{t_i}, t_i > 0, is
     read: upper bounds (Lemma R9), at α rounded down (H is non-increasing in α). In long double (:data:`WIDE_DTYPE`):
     chord slopes s_i = (δ_{i+1} − δ_i)/(α_{i+1} − α_i), s_{n−1} = 0 above the grid (δ_{n−1} is the P-mass at +∞), and
     the chord through t = 0 to the mirror point (1/α_m, 1 − 1/α_m + δ_m/α_m), s_{m−1} = (δ_m − 1)/(α_m + 1) (m = n/2);
@@ -554,8 +555,10 @@ def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
     ill-conditioned on n/2, n/4, … ≥ :data:`CURVE_SPLIT_MIN_POINTS` points (a coarser grid of the same curve
     dominates too, and its masses, the curve's second differences, grow like the square of the spacing); a loss window
     wider than ±:data:`CURVE_SPLIT_MAX_LOSS` is cut there (the P-mass above goes to +∞, which only overestimates).
+    At β = 1 the grids whose top point clears the loss's top atom a are tried first (Lemma R10(b)).
     Raises :class:`.checks.AccountingError` where no grid is well conditioned (tiny shifts, a ≲ 10^{−10}; shifts so
-    large that H ≈ 1 to double precision, β = 4 at a = 10); the callers publish the proven Rényi bound with a warning, or say the equal-spread reference is not available."""
+    large that H ≈ 1 to double precision, β = 4 at a = 10); the callers publish the proven Rényi bound with a
+    warning, or say the equal-spread reference is not available (Lemma R10(b))."""
     if not (isinstance(n, (int, np.integer)) and n >= 4 and n % 2 == 0):
         raise ValueError(f"split_to_grid: the number of grid points n must be an even integer >= 4, got {n!r}")
     for clear_top in ((True, False) if pair.beta == 1.0 else (False,)):
