@@ -122,6 +122,26 @@ def test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason(
     assert math.isfinite(compute_epsilon(noise_multiplier=10.0, beta=20.0, dim=1, **SETTING).epsilon)
 
 
+def test_a_one_coordinate_pair_no_grid_certifies_publishes_the_renyi_bound_aloud():
+    """β = 4, σ = 0.1, p = ∞, d = 2 (the vertex's shift a = 10: H = 1 to double precision on every grid of its
+    one-coordinate pair, docs/accounting.md Lemma R10(b)): split_to_grid refuses, and the published ε is the proven
+    Rényi bound with a warning naming the step — never a PRV number from an uncertified pair, never silently."""
+    with pytest.warns(UserWarning, match=r"could not certify its own numerics.*shift a=10\.0.*Lemma R10.*Rényi bound"):
+        rep = compute_epsilon(noise_multiplier=0.1, beta=4.0, dim=2, clip_norm_p=math.inf, **SETTING)
+    assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon)
+    assert "Lemma R10" in rep.details["prv_failed"]
+
+
+def test_an_equal_spread_no_grid_certifies_says_its_reference_is_not_available():
+    """β = 1.5, p = 1, σ = 10^6, d = 10^6: the spreads' one-coordinate shift m/k reaches 10^{−12}, where no grid of
+    its pair is well conditioned (Lemma R10(b)); the published proven ε is unaffected (not a PRV number of the
+    spreads) and a warning says the equal-spread reference is not available, naming the step."""
+    with pytest.warns(UserWarning, match=r"over every equal spread.*is not available.*shift a=1e-12.*Lemma R10"):
+        rep = compute_epsilon(noise_multiplier=1e6, beta=1.5, dim=10**6, clip_norm_p=1.0, **SETTING)
+    assert rep.certified and rep.epsilon_equal_spreads is None and "Lemma R10" in rep.details["prv_failed"]
+    assert rep.epsilon <= rep.details["epsilon_rdp"]
+
+
 def test_a_failed_prv_self_check_where_the_prv_is_published_is_said_aloud(monkeypatch):
     """β = 2, d = 1: the PRV bound is the published ε; if its numerics fail a self-check the library falls back to
     the (proven, looser) Rényi bound, and says so in a warning naming the check — never silently."""

@@ -43,15 +43,15 @@ import numpy as np
 from ..validation import validate_beta, validate_positive
 from . import table_cache
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
-from .checks import AccountingError, check_finite
-from .discrete import DiscretePair, count_below, first_above
+from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
+from .discrete import DiscretePair, count_below, first_above, read_roundoff, tie_mismatch
 from .discretization import ctd_pmf
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .gg_pair import GGPair, _safe_log
 
-__all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_log_moment_rates",
-           "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid", "default_spec",
-           "NEAR_TWO_SPEC"]
+__all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "moment_curve_bound",
+           "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
+           "default_spec", "NEAR_TWO_SPEC"]
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,8 @@ class _Grid:
         self.alpha = np.exp(t)
         self.a_pos = np.exp(t[pos])  # H_α(P‖Q) read at these α (t ≥ 0)
         self.a_inv = np.exp(-t[~pos])  # H_α(Q‖P) read at these α (t < 0)
-        self.e_neg = np.exp(t[~pos])  # r = e^t·H_{1/α}(Q‖P)
+        # r = e^t·H_{1/α}(Q‖P), rounded up: exp (≤ 2u) and the products with it (≤ u each) move r by ≤ 4u
+        self.e_neg = np.exp(t[~pos]) * (1.0 + 6.0 * UNIT_ROUNDOFF)
         self.e_mt = np.exp(-t)  # ν = ω e^{−t}
         self._log_pq = _safe_log(self.a_pos, self.a_pos > 0, None)
         self._log_qp = -_safe_log(self.a_inv, self.a_inv > 0, None)
@@ -188,12 +189,17 @@ class _Grid:
             self._index[key] = (jp - lo, lo, jq, hi)
         jp, lo, jq, hi = self._index[key]
         # the upper sums Σ_{k ≥ j} from the top and the lower sums Σ_{k < j} from the bottom, as h_pq / h_qp sum
-        sw = np.concatenate([np.cumsum(pair.omega[lo:][::-1])[::-1], [0.0]])
-        sn = np.concatenate([np.cumsum(pair.nu[lo:][::-1])[::-1], [0.0]])
-        cw = np.concatenate([[0.0], np.cumsum(pair.omega[:hi])])
-        cn = np.concatenate([[0.0], np.cumsum(pair.nu[:hi])])
-        a = pair.undo_normalization(np.maximum(pair.p_inf + sw[jp] - self.a_pos * sn[jp], 0.0))
-        b = pair.undo_normalization(np.maximum(pair.q_ninf + cn[jq] - self.a_inv * cw[jq], 0.0))
+        # rounded up as h_pq / h_qp are: ν's tie to ω e^{−t} and the sums' round-off (Lemma R7(d))
+        m_pq, m_qp, z = tie_mismatch(pair)
+        sw, sn, sm = (np.concatenate([np.cumsum(v[lo:][::-1])[::-1], [0.0]]) for v in (pair.omega, pair.nu, m_pq))
+        cw, cn, cm = (np.concatenate([[0.0], np.cumsum(v[:hi])]) for v in (pair.omega, pair.nu, m_qp))
+        sz = np.concatenate([np.cumsum(z[::-1])[::-1], [0.0]])[jq]  # Q-only atoms at or above the read point
+        rd = read_roundoff(n)
+        a_sn, a_cw = self.a_pos * sn[jp], self.a_inv * cw[jq]
+        a = pair.undo_normalization(np.maximum(pair.p_inf + sw[jp] - a_sn, 0.0) + self.a_pos * sm[jp] * (1.0 + rd)
+                                    + rd * (pair.p_inf + sw[jp] + a_sn))
+        b = pair.undo_normalization(np.maximum(pair.q_ninf + cn[jq] - a_cw, 0.0) + (cm[jq] + sz) * (1.0 + rd)
+                                    + rd * (pair.q_ninf + cn[jq] + a_cw))
         return np.clip(a, 0.0, 1.0), np.clip(b, 0.0, 1.0)
 
 
@@ -256,6 +262,27 @@ def base_gaussian_rate(a0: float, beta: float, p: float) -> Optional[float]:
     return gaussian_domination_constant(beta) * a0 ** (1.0 - p / 2.0) * (1.0 + 1e-12)
 
 
+_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
+
+
+def moment_curve_bound(R: float, rates: np.ndarray, orders: Sequence[int], log_alpha: np.ndarray) -> np.ndarray:
+    r"""U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}), capped at 1, rounded up (Lemma T3): the exponent
+    S + log c_j − (j − 1)·log α (S = R·Λ_j, log c_j = (j−1)log(j−1) − j log j) carries ≤ 4u(|S| + |log c_j| +
+    |(j − 1)·log α|) (one or two roundings per term, two additions) and exp ≤ 2u relative, so
+    e^{arg}·e^{that + 4u}·(1 + 4u) (the two products rounded) is ≥ the exact value; the exponential to nearest fell
+    up to ~1e-14 relative below it. ``log_alpha`` is log α exactly (the table's grid losses). Below the normal
+    range, 2·2^{−1074} more (absolute)."""
+    j = np.asarray(orders, dtype=np.float64)[:, None]
+    logc = (j - 1) * np.log(j - 1) - j * np.log(j)
+    S = R * np.asarray(rates, dtype=np.float64)[:, None]
+    la = (j - 1) * np.asarray(log_alpha, dtype=np.float64)[None, :]
+    arg = S + logc - la
+    slack = 4.0 * UNIT_ROUNDOFF * (np.abs(S) + np.abs(logc) + np.abs(la) + 1.0)
+    # + twice the smallest subnormal: below the normal range exp and the products err absolutely
+    up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL
+    return np.minimum(np.min(up, axis=0), 1.0)
+
+
 def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
               grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None) -> Tuple[DiscretePair, float]:
     r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
@@ -266,15 +293,8 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
     connect the dots."""
     if not R > 0:
         raise ValueError(f"base_pair: the p-mass R must be > 0, got {R}")
-    j = np.asarray(orders, dtype=np.float64)[:, None]
-    logc = (j - 1) * np.log(j - 1) - j * np.log(j)
-    S = R * np.asarray(rates)[:, None]
-
-    def U(log_alpha: np.ndarray) -> np.ndarray:  # min over orders, capped at 1
-        return np.minimum(np.exp(np.min(S + logc - (j - 1) * log_alpha[None, :], axis=0)), 1.0)
-
     g = _Grid(t) if grid is None else grid
-    d_pos, h_neg = U(t[g.pos]), U(-t[~g.pos])
+    d_pos, h_neg = moment_curve_bound(R, rates, orders, t[g.pos]), moment_curve_bound(R, rates, orders, -t[~g.pos])
     if gauss_rate is not None:
         # GG(2, 1) = N(0, 1); the shift inflated by 1e-9 relative: κ_β·a_0^{1−p/2}·√R rounded up (the curve itself
         # is rounded up by GGPair, Lemma R9)

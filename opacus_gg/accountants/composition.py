@@ -196,6 +196,48 @@ class _Certified:
     ts: np.ndarray
     pmf: np.ndarray
     log_bound: np.ndarray
+    #: ≤ 1: the exact composed PMF's δ is ≤ (that of the exact composition of the tilted PMFs as rounded, untilted
+    #: exactly)/``shrink`` (the rounding of the tilt's and of the untilting's inputs, Lemma R9(d)): certify at δ·shrink
+    shrink: float = 1.0
+    #: δ to subtract besides: the mass of tilted entries below the normal range, dropped (:func:`tilt_pmf`)
+    dropped: float = 0.0
+
+
+def tilt_pmf(pmf: np.ndarray, t: np.ndarray, lam: float) -> Tuple[np.ndarray, float, float, float]:
+    r"""(p̃, log Z, κ, dropped): p̃_j = p_j·e^{λt_j − log Z} as computed (log Z = log Σ p e^{λt}, any number works: the
+    same one untilts) and κ with |p̃_j − p_j e^{λt_j − log Z}| ≤ κ·p_j e^{λt_j − log Z} at the grid's losses t_j: the
+    argument log p + λt − log Z carries ≤ 4u(|log p| + 2λ|t| + |log Z|) (log, λ·t and t's own rounding, ≤ u|t|, two
+    additions) and exp ≤ 2u, so κ = expm1(4u(max|log p| + 2λ·max|t| + |log Z|) + 2u) (Lemma R9(d)). Entries whose
+    tilt falls below the normal range (relative error unbounded there) are set to 0 and their untilted mass
+    ``dropped`` (rounded up) is returned: the exact δ(ε) of a composition is at most that without them plus
+    Σ_s T_s·dropped_s (the probability that some step draws one)."""
+    with np.errstate(divide="ignore"):
+        lw = np.log(pmf) + lam * t
+    log_z = float(logsumexp(lw))
+    tilted = np.exp(lw - log_z)
+    low = (tilted < np.finfo(np.float64).tiny) & (pmf > 0)
+    dropped = float(np.sum(pmf[low])) * (1.0 + 2.0 * pmf.size * _U) if low.any() else 0.0
+    tilted = np.where(low, 0.0, tilted)
+    pos = pmf > 0
+    kappa = math.expm1(4.0 * _U * (float(np.max(np.abs(np.log(pmf[pos])), initial=0.0))
+                                   + 2.0 * lam * float(np.max(np.abs(t))) + abs(log_z)) + 2.0 * _U)
+    return tilted, log_z, kappa, dropped
+
+
+def untilt_pmf(pk: np.ndarray, log_r: np.ndarray, lam_t: float, scale_slack: float) -> Tuple[np.ndarray, float]:
+    r"""(out, κ): out_j = p_j·r_j as computed in log space (r_j = e^{log r_j} alone can overflow), log r_j = log_scale
+    − λt_j, and κ with |out_j − p_j·r_j| ≤ κ|p_j r_j| at the exact r_j: log r carries ``scale_slack`` (log_scale =
+    Σ T_s log Z_s summed: ≤ 2u(#terms + 1)·Σ|T_s log Z_s|) + 2u·λ|t| (the product and t's rounding, ``lam_t`` =
+    λ·max|t|) + u|log r|; then log|p|, the sum and exp: κ = expm1(4u(max|log|p|| + max|log r| + 2λ·max|t|) +
+    ``scale_slack`` + 2u) (Lemma R9(d)), for entries in the normal range; below it, ≤ the smallest subnormal more
+    (absolute)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)
+    nz = pk != 0
+    kappa = math.expm1(4.0 * _U * (float(np.max(np.abs(np.log(np.abs(pk[nz]))), initial=0.0))
+                                   + float(np.max(np.abs(log_r), initial=0.0)) + 2.0 * lam_t)
+                       + scale_slack + 2.0 * _U)
+    return out, kappa
 
 
 def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
@@ -209,14 +251,16 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     """
     t = domain.ts
     dprvs, errs, log_scale = [], [], 0.0
+    log_shrink, scale_err, dropped_total = 0.0, 0.0, 0.0
     for pmf, count in steps:
         if lam == 0.0:
             tilted, log_z = pmf, 0.0
         else:
-            with np.errstate(divide="ignore"):
-                lw = np.log(pmf) + lam * t
-            log_z = float(logsumexp(lw))
-            tilted = np.exp(lw - log_z)
+            tilted, log_z, kappa, dropped = tilt_pmf(pmf, t, lam)
+            # a composition of non-negative entries each within 1 ± κ_s is within (1 ± κ_s)^{T_s} per entry
+            log_shrink += count * math.log1p(-kappa)
+            dropped_total += count * dropped
+            scale_err += abs(count * log_z)
         check_finite(tilted, "tilted one-step PMF")
         dprvs.append(DiscretePRV(pmf=tilted, domain=domain))
         errs.append(_err_self(tilted, count))
@@ -228,8 +272,13 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     keep = tc >= 0.0
     log_r = log_scale - lam * tc[keep]
     pk = composed.pmf[keep]
-    with np.errstate(divide="ignore", over="ignore"):
-        out = np.sign(pk) * np.exp(np.log(np.abs(pk)) + log_r)  # in log space: r_j alone can overflow
+    if lam == 0.0:
+        out = pk  # r ≡ 1: nothing to untilt
+    else:
+        out, kappa = untilt_pmf(pk, log_r, lam * float(np.max(np.abs(tc), initial=0.0)),
+                                2.0 * _U * (len(steps) + 1) * scale_err)
+        log_shrink += math.log1p(-kappa)
+        dropped_total += out.size * float(np.finfo(np.float64).smallest_subnormal)  # subnormal results, absolute
     check_finite(out, "untilted composed PMF")
     # |entry error| ≤ r_j·E: the computed PMF may dip below 0 by that much, and no further
     if np.any(out < -np.exp(log_r) * err.e * (1.0 + 1e-6) - 1e-300):
@@ -237,7 +286,10 @@ def _certified_composition(steps, domain: Domain, lam: float) -> _Certified:
     # log Σ_{j ≥ i} r_j² (suffix sums in log space), then log E + ½·that
     suffix = np.logaddexp.accumulate((2.0 * log_r)[::-1])[::-1]
     log_bound = math.log(err.e) + 0.5 * suffix if err.e > 0 else np.full(suffix.shape, -np.inf)
-    return _Certified(tc[keep], out, log_bound)
+    # a negative entry (FFT noise, ≥ −r_j·E: checked above) untilted with relative error κ is not covered by the
+    # factor 1/(1 − κ) of `shrink`: ≤ 2κ·r_j·E more, so B(1 + 3κ) (Lemma R9(d))
+    log_bound = log_bound + math.log1p(3.0 * (1.0 - math.exp(log_shrink)))
+    return _Certified(tc[keep], out, log_bound, math.exp(log_shrink), dropped_total)
 
 
 def epsilon_for_delta(dprv, delta: float, log_bound: Optional[np.ndarray] = None) -> float:
@@ -364,7 +416,9 @@ def compose_history(
                 # every entry: measured at T = 1e5, λ = 5.3): it only ever lowers the certified `up` of the plain
                 # run, which stands on its own; if that is not finite either, the error below is raised
                 continue
-            up = min(up, epsilon_for_delta(tilted, target, tilted.log_bound))
+            left = target * tilted.shrink - tilted.dropped
+            if left > 0:
+                up = min(up, epsilon_for_delta(tilted, left, tilted.log_bound))
     if math.isfinite(naive) and not math.isfinite(up):
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "

@@ -2,10 +2,9 @@ r"""Discrete privacy pairs on a uniform loss grid: dominating discretization, ex
 
 :class:`DiscretePair` is a pair supported on a uniform grid of loss values plus atoms at ±∞ (P mass at
 +∞, Q mass at −∞). :func:`split_to_grid` turns the exact one-coordinate pair into a discrete pair that
-*dominates* it (every atom's P and Q masses are split between the two neighbouring grid points,
-preserving both: a refinement, so the original is a post-processing of the discrete pair — the
-"connect the dots" discretization of Doroshenko et al. 2022). A product of discrete pairs convolves
-the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
+*dominates* it: the "connect the dots" discretization (Doroshenko et al. 2022) of its rounded-up curve, on a coarser
+grid where the finest is ill-conditioned, refused where none is well conditioned (docs/accounting.md, Lemma R10).
+A product of discrete pairs convolves the loss laws by FFT and puts the FFT's round-off bound into the masses, so each is ≥ the exact product's
 (docs/accounting.md, Lemma R7); k-coordinate shapes are built by binary powering (:class:`PowerChain`) with a
 dominating re-gridding after every product, the squares that a chain reuses many times in long double (Lemma R8;
 :mod:`.spreads` builds the pairs covering every equal spread from these).
@@ -28,12 +27,11 @@ from typing import List, Optional, Tuple
 import numpy as np
 from scipy import fft as sp_fft
 
-from ..distribution import cdf as gg_cdf
-from ..distribution import sf as gg_sf
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
-from .gg_pair import GGPair, _safe_log, inverse_loss
+from .gg_pair import GGPair, _safe_log
 
-__all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair"]
+__all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair", "tie_mismatch",
+           "read_roundoff"]
 
 #: threads for the batched FFTs of the binary powering (2 measured no faster on 2 cores)
 _FFT_WORKERS = 1
@@ -54,8 +52,8 @@ class DiscretePair:
     r"""A pair on loss values ``t0 + j·h`` (j = 0..n−1): P-masses ``omega``, Q-masses ``nu``; plus P mass
     ``p_inf`` at loss +∞ (Q = 0 there) and Q mass ``q_ninf`` at loss −∞ (P = 0 there).
 
-    Validity: ν_j = ω_j e^{−t_j} (up to rounding); both laws have total mass ≤ 1 (1 up to rounding and what the
-    normalizations, accounted by C, took away).
+    Validity: ν_j = ω_j e^{−t_j} (up to rounding, which :meth:`h_pq`/:meth:`h_qp` bound, Lemma R7(d)); both laws have
+    total mass ≤ 1 (1 up to rounding and what the normalizations, accounted by C, took away).
 
     ``roundoff`` C (Lemma R6): the mass normalizations of this pair and of every pair it was built from shrink the
     curves by at most the factor 1 − C; :meth:`h_pq` and :meth:`h_qp` return the curves divided by 1 − C.
@@ -137,35 +135,42 @@ class DiscretePair:
         return dtype(self.t0) + dtype(self.h) * np.arange(self.omega.size, dtype=dtype)
 
     def _cumsums(self):
-        """(upper sums of ω, of ν, lower sums of ω, of ν), computed once (the masses are not mutated)."""
+        """(upper sums of ω, of ν, of m_pq, of z, lower sums of ω, of ν, of m_qp), computed once (the masses are not
+        mutated); m_pq, m_qp, z: :func:`tie_mismatch`."""
         key = (id(self.omega), id(self.nu))
         cached = self.__dict__.get("_cums")
         if cached is None or cached[0] != key:
-            sw = np.concatenate([np.cumsum(self.omega[::-1])[::-1], [0.0]])
-            sn = np.concatenate([np.cumsum(self.nu[::-1])[::-1], [0.0]])
-            cw = np.concatenate([[0.0], np.cumsum(self.omega)])
-            cn = np.concatenate([[0.0], np.cumsum(self.nu)])
-            cached = (key, (sw, sn, cw, cn))
+            m_pq, m_qp, z = tie_mismatch(self)
+            sums = tuple(np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]]) for v in (self.omega, self.nu, m_pq, z))
+            sums += tuple(np.concatenate([[0.0], np.cumsum(v)]) for v in (self.omega, self.nu, m_qp))
+            cached = (key, sums)
             self.__dict__["_cums"] = cached
         return cached[1]
 
     def h_pq(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(P‖Q) = (p_inf + Σ_{t_j > log α} (ω_j − α ν_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(P‖Q) = (p_inf + Σ_{t_j > log α} ω_j(1 − α e^{−t_j}))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0), rounded up:
+        read as p_inf + Σω_j − αΣν_j plus α·Σm_pq (ν's tie to ω e^{−t}, :func:`tie_mismatch`) and the round-off of
+        the sums and of this arithmetic (:func:`read_roundoff`; Lemma R7(d))."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        sw, sn, _, _ = self._cumsums()
+        sw, sn, sm, _, _, _, _ = self._cumsums()
         pos = alpha > 0
         j = first_above(self.t0, self.h, self.omega.size, _safe_log(alpha, pos, log_alpha))
-        h = self.undo_normalization(np.maximum(self.p_inf + sw[j] - alpha * sn[j], 0.0))
-        return np.where(pos, h, 1.0 - alpha)
+        a_sn = alpha * sn[j]
+        up = (np.maximum(self.p_inf + sw[j] - a_sn, 0.0) + alpha * sm[j] * (1.0 + read_roundoff(self.omega.size))
+              + read_roundoff(self.omega.size) * (self.p_inf + sw[j] + a_sn))
+        return np.where(pos, self.undo_normalization(up), 1.0 - alpha)
 
     def h_qp(self, alpha: np.ndarray, log_alpha: Optional[np.ndarray] = None) -> np.ndarray:
-        r"""H_α(Q‖P) = (q_ninf + Σ_{t_j < −log α} (ν_j − α ω_j))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0)."""
+        r"""H_α(Q‖P) = (q_ninf + Σ_{t_j < −log α} ω_j(e^{−t_j} − α))/(1 − C), α ≥ 0 (= 1 − α for α ≤ 0), rounded up as
+        :meth:`h_pq` (Lemma R7(d))."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        _, _, cw, cn = self._cumsums()
+        _, _, _, sz, cw, cn, cm = self._cumsums()
         pos = alpha > 0
         j = count_below(self.t0, self.h, self.omega.size, -_safe_log(alpha, pos, log_alpha))
-        h = self.undo_normalization(np.maximum(self.q_ninf + cn[j] - alpha * cw[j], 0.0))
-        return np.where(pos, h, 1.0 - alpha)
+        a_cw = alpha * cw[j]
+        up = (np.maximum(self.q_ninf + cn[j] - a_cw, 0.0) + (cm[j] + sz[j]) * (1.0 + read_roundoff(self.omega.size))
+              + read_roundoff(self.omega.size) * (self.q_ninf + cn[j] + a_cw))
+        return np.where(pos, self.undo_normalization(up), 1.0 - alpha)
 
     def undo_normalization(self, h: np.ndarray) -> np.ndarray:
         """h/(1 − C): curve values read from this pair's masses, made upper bounds on those of the same chain
@@ -221,6 +226,42 @@ class DiscretePair:
             return self
         ts = self.ts
         return _split_atoms(ts, self.omega, self.nu, self.p_inf, self.q_ninf, lo, h, n, self.roundoff)
+
+
+def tie_mismatch(pair: DiscretePair) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(m_pq, m_qp, z): what reading a pair's curves from its stored ν can miss (Lemma R7(d)). The pair a product
+    bounds (Lemma R7) has ν_j = ω_j e^{−t_j} at the claimed losses t_j = t_0 + j·h where ω_j > 0, and Q-only atoms
+    (0, ν_j) where ω_j underflowed (≡ Q-mass at −∞); the stored ν_j is within a few u(1 + |t_j|) of ω_j e^{−t_j},
+    or not tied at all (the split pair's ν_lo = Q_j − ν_hi). A posteriori: f_j = e^{log ω_j − t_j} as computed errs
+    by ≤ e_j·f_j, e_j = expm1(1.01u(h·j + |t_j|) + 2u(|log ω_j| + |log ω_j − t_j|) + 4u) (t_j's rounding, ≤
+    u(h·j + |t_j|), moves e^{−t} by that relative amount; log, the difference, exp), plus the smallest subnormal s.
+    H_α(P‖Q) read as Σ(ω_j − αν_j) is low by ≤ α·Σ m_pq, m_pq = (ν_j − (1 − e_j)f_j)_+ + s (with f_j = 0 where
+    ω_j = 0: a Q-only atom counts 0 there); H_α(Q‖P) read as Σ_{t_j < −log α}(ν_j − αω_j) is low by ≤ Σ m_qp,
+    m_qp = ((1 + e_j)f_j − ν_j)_+ + s where ω_j > 0, plus the Q-only atoms z_j = ν_j at t_j ≥ −log α (not read
+    there, while Q-mass at −∞ counts at every α)."""
+    j = np.arange(pair.omega.size, dtype=np.float64)
+    t = pair.ts
+    pos = pair.omega > 0
+    with np.errstate(divide="ignore"):
+        lw = np.log(pair.omega)  # in log space: e^{−t} alone overflows on windows wider than ~700
+    arg = np.where(pos, lw - t, -np.inf)
+    f = np.exp(arg)
+    check_finite(f, "discrete pair: ω·e^{−t}")
+    e = np.expm1(1.01 * UNIT_ROUNDOFF * (pair.h * j + np.abs(t))
+                 + 2.0 * UNIT_ROUNDOFF * np.where(pos, np.abs(lw) + np.abs(arg), 0.0) + 4.0 * UNIT_ROUNDOFF)
+    tiny = np.finfo(np.float64).smallest_subnormal
+    m_pq = np.maximum(pair.nu - (1.0 - e) * f, 0.0) + tiny
+    m_qp = np.where(pos, np.maximum((1.0 + e) * f - pair.nu, 0.0) + tiny, 0.0)
+    z = np.where(pos, 0.0, pair.nu)
+    return m_pq, m_qp, z
+
+
+def read_roundoff(n: int) -> float:
+    r"""Relative round-off of a curve read from an n-point pair as p_∞ + Σ_{j ≥ i} ω_j − αΣ_{j ≥ i} ν_j (or its
+    mirror), /(1 − C): each running sum of non-negative terms errs by ≤ γ_{n}·itself (np.cumsum, sequential), the
+    product, the two additions and the division by 1 − C by u each: 1.01·(n + 8)·u times p_∞ + Σω + αΣν (Lemma
+    R7(d))."""
+    return 1.01 * (n + 8) * UNIT_ROUNDOFF
 
 
 def _scaled_tilts(w: np.ndarray, expo: np.ndarray, expo_slack: np.ndarray,
@@ -426,51 +467,112 @@ def _split_atoms(ts, omega, nu, p_inf, q_ninf, t0, h, n, roundoff: float = 0.0) 
     return DiscretePair(t0, h, om_new, nu_new, float(p_inf), float(q_ninf), roundoff)
 
 
-def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
-    r"""Dominating discrete pair of the exact one-coordinate pair on ``n`` uniform loss points.
+#: a split pair from the rounded-up curve (:func:`_curve_split`) is used where its round-off factor C is at most this
+#: (the chains multiply it by up to 10⁹: C ≤ 10^{−5} there); elsewhere (small shifts: its masses, the curve's second
+#: differences on a grid of spacing ~a/n, drown in the values' round-off) a coarser grid is tried (Lemma R10)
+CURVE_SPLIT_MAX_ROUNDOFF = 1e-14
 
-    Bin (g_j, g_{j+1}] with masses P_j, Q_j (from the GG CDF, no sampling) is split into atoms at g_j and
-    g_{j+1} preserving both: ν_{j,lo} = (Q_j e^{h} − P_j e^{−g_j})/(e^{h} − 1), ν_{j,hi} = Q_j − ν_{j,lo},
-    ω = ν e^{g}. Tails as in :func:`_split_atoms`; the result dominates ``pair`` for every α ≥ 0.
+#: the coarsest grid :func:`split_to_grid` tries (halving from n) before it refuses
+CURVE_SPLIT_MIN_POINTS = 4
 
-    The grid is g_j = lo + j·h exactly as :attr:`DiscretePair.ts` recomputes it: the masses are split at the
-    losses the pair claims (``np.linspace``'s g_1 − g_0 is h with a relative error ~u·|lo|/h ≈ 2e-13, which put
-    the claimed losses up to 5e-12 off the split ones; the products' Q-laws ν = ω e^{−t} then gained
-    2.7e-12 of mass per coordinate, docs/accounting.md Lemma R2).
-    """
+#: :func:`_curve_split`'s grid spans the loss window cut at ±this (e^t stays finite with room for ω = e^t·ν); the
+#: P-mass of losses above sits at +∞ (δ_{n−1} = H(α_{n−1})), the Q-mass below at −∞: a dominating cut
+CURVE_SPLIT_MAX_LOSS = 600.0
+
+
+def _symmetric_spacing(half_width: float, n: int) -> float:
+    """The spacing h ≥ 2·``half_width``/(n − 1), rounded up to 52 − bit_length(n) significant bits, so that every
+    loss h·(2j − n + 1)/2 of the symmetric grid (j < n) is a double, exactly."""
+    mant, expo = math.frexp(2.0 * half_width / (n - 1))
+    bits = 52 - int(n).bit_length()
+    return math.ldexp(math.ceil(math.ldexp(mant, bits)), expo - bits)
+
+
+def _curve_split(pair: GGPair, n: int, clear_top: bool = False) -> Optional[DiscretePair]:
+    r"""The connect-the-dots pair of the one-coordinate pair's rounded-up curve on n (even) symmetric loss points,
+    or None where its round-off factor exceeds :data:`CURVE_SPLIT_MAX_ROUNDOFF` (docs/accounting.md, Lemma R10(a)).
+
+    Grid t_j = h·(2j − n + 1)/2, every t_j a double exactly (:func:`_symmetric_spacing`), spanning the pair's loss
+    window cut at ±:data:`CURVE_SPLIT_MAX_LOSS` (``clear_top``: 16u(1 + top) wider, β = 1's top atom read above it,
+    where H = 0, not its rounding-up slack). The GG pair is symmetric (H_α(Q‖P) = H_α(P‖Q)), so only δ_i = ``pair.h_pq`` at α_i = e^{t_i}, t_i > 0, is
+    read: upper bounds (Lemma R9), at α rounded down (H is non-increasing in α). In long double (:data:`WIDE_DTYPE`):
+    chord slopes s_i = (δ_{i+1} − δ_i)/(α_{i+1} − α_i), s_{n−1} = 0 above the grid (δ_{n−1} is the P-mass at +∞), and
+    the chord through t = 0 to the mirror point (1/α_m, 1 − 1/α_m + δ_m/α_m), s_{m−1} = (δ_m − 1)/(α_m + 1) (m = n/2);
+    ν_i = (s_i − s_{i−1})_+ and ω_i = α_i·ν_i at t_i > 0, the mirror atom at −t_i with P-mass ν_i (Q-mass ω_i). ω is
+    rounded up to float64 from α_i raised by 4u_ld (so ω_i ≥ e^{t_i}ν_i exactly), ν down. C (``roundoff``): Lemma
+    R5(b)'s relative round-off with u = u_ld on the δ side, of the chord through t = 0 against a lower bound on
+    H(α_m), and 2u (the roundings to float64); the mass that clipping negative ν_i adds is scaled away by the
+    normalization (C)."""
     lo, hi = pair.loss_window()
-    h = (hi - lo) / (n - 1)
-    g = lo + h * np.arange(n)
-    hi = float(g[-1])
-    x = inverse_loss(g, pair.a, pair.beta)  # one inverse for both the CDFs and the survival functions
-    cp, cq = gg_cdf(x - pair.a, pair.beta, 1.0), gg_cdf(x, pair.beta, 1.0)
-    sp, sq = gg_sf(x - pair.a, pair.beta, 1.0), gg_sf(x, pair.beta, 1.0)
-    # bin masses: use the CDF in the lower half, the sf in the upper half (relative accuracy)
-    pb = np.where(cp[1:] < 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
-    qb = np.where(cq[1:] < 0.5, cq[1:] - cq[:-1], sq[:-1] - sq[1:])
-    pb, qb = np.maximum(pb, 0.0), np.maximum(qb, 0.0)
-    gl = g[:-1]
-    # θ = P-fraction sent up: P_j e^{-g_j} − Q_j = θ P_j (e^{-g_j} − e^{-g_{j+1}})
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = (1.0 - qb / pb * np.exp(gl)) / (-np.expm1(-h))
-    theta = np.where(pb > 0, np.clip(theta, 0.0, 1.0), 0.0)
-    om = np.zeros(n)
-    nu = np.zeros(n)
-    om[1:] += theta * pb
-    om[:-1] += (1.0 - theta) * pb
-    # Q masses from the same split: ν_hi = θ P e^{−g_{j+1}}, ν_lo = Q − ν_hi (P = 0 bins: all Q to g_j... i.e. −∞)
-    nu_hi = np.where(pb > 0, theta * pb * np.exp(-g[1:]), 0.0)
-    nu_lo = np.where(pb > 0, np.maximum(qb - nu_hi, 0.0), 0.0)
-    nu[1:] += nu_hi
-    nu[:-1] += nu_lo
-    # lower tail (ℓ ≤ g_0): P to g_0 with Q = P e^{−g_0}; upper tail (ℓ > g_{n−1}): Q to g_{n−1}
-    om[0] += cp[0]
-    nu[0] += cp[0] * math.exp(-lo)
-    nu[-1] += sq[-1]
-    om[-1] += sq[-1] * math.exp(hi)
-    p_inf = max(sp[-1] - sq[-1] * math.exp(hi), 0.0)
-    q_ninf = max(1.0 - nu.sum(), 0.0)
-    return DiscretePair(float(lo), float(h), om, nu, float(p_inf), float(q_ninf))
+    half = min(max(hi, -lo), CURVE_SPLIT_MAX_LOSS)
+    if clear_top:  # the top point read (at t − 4u) above a top atom (β = 1's loss a, where the curve drops to 0)
+        half += 16.0 * UNIT_ROUNDOFF * (1.0 + half)
+    h = _symmetric_spacing(half, n)
+    t0 = -0.5 * (n - 1) * h  # exact, and t0 + j·h = h·(2j − n + 1)/2 exactly
+    m = n // 2
+    tp = t0 + h * np.arange(m, n)  # t_m = h/2 … t_{n−1}, exact
+    delta = pair.h_pq(np.exp(tp) * (1.0 - 4.0 * UNIT_ROUNDOFF))
+    check_finite(delta, f"one-coordinate curve of the GG pair (a={pair.a}, beta={pair.beta})")
+    if not (np.all(delta >= 0.0) and delta[0] < 1.0):
+        return None
+    ld = WIDE_DTYPE
+    u_ld = float(np.finfo(ld).eps) / 2.0
+    alpha = np.exp(tp.astype(ld))
+    dl = delta.astype(ld)
+    s = np.empty(m + 1, dtype=ld)  # s_{m−1}, s_m, …, s_{n−1}
+    s[0] = (dl[0] - 1) / (alpha[0] + 1)
+    s[1:m] = np.diff(dl) / (alpha[:-1] * np.expm1(ld(h)))
+    s[m] = 0
+    nu_ld = np.maximum(np.diff(s), 0)
+    om_ld = (alpha * (1 + 4 * ld(u_ld))) * nu_ld
+    om = om_ld.astype(np.float64)
+    om = np.where(om < om_ld, np.nextafter(om, np.inf), om)  # up (an exact comparison in long double)
+    nu = nu_ld.astype(np.float64)
+    nu = np.maximum(np.where(nu > nu_ld, np.nextafter(nu, -np.inf), nu), 0.0)  # down
+    # Lemma R5(b) with u_ld on the δ side: at t_i, 6u·Σ_{k≥i}|Δ_k| + 3u·δ_i; the chord through t = 0 at α = 1:
+    # 6u·Σ|Δ_k| + 6u·δ_m + 3u·h against a lower bound on H(1) ≥ H(α_m); float64's roundings of ω and ν: 2u
+    dif = np.abs(np.diff(delta))
+    tail = np.concatenate([np.cumsum(dif[::-1])[::-1], [0.0]])
+    if np.any((delta <= 0) & (tail > 0)):
+        return None
+    ratio = np.where(delta > 0, (6.0 * u_ld * tail + 3.0 * u_ld * delta) / np.where(delta > 0, delta, 1.0), 0.0)
+    a_hi = np.exp(tp[:1]) * (1.0 + 4.0 * UNIT_ROUNDOFF)  # ≥ α_m: H there ≤ H(α_m)
+    low_m = float(2.0 * pair.h_pq(a_hi, upper=False)[0] - pair.h_pq(a_hi)[0])  # ≤ H(α_m) (Lemma R9's bound)
+    if not low_m > 0.0:
+        return None
+    chord = 6.0 * u_ld * tail[0] + 6.0 * u_ld * float(delta[0]) + 3.0 * u_ld * h
+    c = 2.0 * max(float(np.max(ratio)), chord / low_m) + 2.0 * UNIT_ROUNDOFF
+    rho = float(delta[-1])
+    if not float(np.sum(om, dtype=np.longdouble) + np.sum(nu, dtype=np.longdouble)) + rho <= 1.0 + mass_budget(n):
+        return None  # clipped negative masses (values not convex beyond round-off): the normalization would refuse
+    out = DiscretePair(float(t0), float(h), np.concatenate([nu[::-1], om]), np.concatenate([om[::-1], nu]), rho, rho, c)
+    return out if out.roundoff <= CURVE_SPLIT_MAX_ROUNDOFF else None
+
+
+def split_to_grid(pair: GGPair, n: int) -> DiscretePair:
+    r"""Dominating discrete pair of the exact one-coordinate pair on at most ``n`` (even) symmetric loss points: the
+    connect-the-dots pair of its rounded-up curve (:func:`_curve_split`, Lemma R10(a)) on n points, or where that is
+    ill-conditioned on n/2, n/4, … ≥ :data:`CURVE_SPLIT_MIN_POINTS` points (a coarser grid of the same curve
+    dominates too, and its masses, the curve's second differences, grow like the square of the spacing); a loss window
+    wider than ±:data:`CURVE_SPLIT_MAX_LOSS` is cut there (the P-mass above goes to +∞, which only overestimates).
+    At β = 1 the grids whose top point clears the loss's top atom a are tried first (Lemma R10(b)).
+    Raises :class:`.checks.AccountingError` where no grid is well conditioned (tiny shifts, a ≲ 10^{−10}; shifts so
+    large that H ≈ 1 to double precision, β = 4 at a = 10); the callers publish the proven Rényi bound with a
+    warning, or say the equal-spread reference is not available (Lemma R10(b))."""
+    if not (isinstance(n, (int, np.integer)) and n >= 4 and n % 2 == 0):
+        raise ValueError(f"split_to_grid: the number of grid points n must be an even integer >= 4, got {n!r}")
+    for clear_top in ((True, False) if pair.beta == 1.0 else (False,)):
+        m = int(n)
+        while m >= CURVE_SPLIT_MIN_POINTS and m % 2 == 0:
+            curve = _curve_split(pair, m, clear_top)
+            if curve is not None:
+                return curve
+            m //= 2
+    raise AccountingError(
+        f"the one-coordinate pair of the p = inf vertex / equal spreads / count query at shift a={pair.a!r}, "
+        f"beta={pair.beta!r} cannot be discretized with a certified round-off on any grid of {n} down to "
+        f"{CURVE_SPLIT_MIN_POINTS} points (docs/accounting.md Lemma R10: a tiny shift's curve is flat below the "
+        f"values' round-off, a huge shift's is 1 to double precision)")
 
 
 #: a square that its chain uses more than this many times is computed in long double (Lemma R8): its C, ~10^{−12} in
