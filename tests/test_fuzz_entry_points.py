@@ -255,6 +255,12 @@ def test_audit_config_wide(name, value):
     _fuzz_audit_config(name, value)
 
 
+def test_audit_config_refuses_a_per_layer_max_grad_norm_naming_it():
+    """The audit has one C: a list (accepted by make_private, per-layer clipping) was a TypeError from float()."""
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        AuditConfig.checked(max_grad_norm=[1.0])
+
+
 @pytest.mark.parametrize("sigma", [0.0, 5e-7, 2e6, math.nan, math.inf])
 def test_audit_config_noise_is_the_one_rule(sigma):
     with pytest.raises(ValueError, match=r"noise_multiplier must be a number in \[1e-06, 1e\+06\]"):

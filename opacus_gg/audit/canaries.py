@@ -44,7 +44,6 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
-    validate_max_grad_norm,
     validate_noise_multiplier,
     validate_positive,
     validate_positive_int,
@@ -121,7 +120,7 @@ class AuditConfig:
                    sample_rate=validate_sample_rate(sample_rate),
                    steps=validate_positive_int(steps, "steps", maximum=STEPS_MAX), delta=validate_delta(delta),
                    canaries=m, canary_width=k, dim=d,
-                   max_grad_norm=float(validate_max_grad_norm(max_grad_norm)), canary_scale=scale,
+                   max_grad_norm=validate_positive(max_grad_norm, "max_grad_norm"), canary_scale=scale,  # one C
                    seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence), score=score,
                    kind=kind)
 
