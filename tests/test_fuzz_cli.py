@@ -235,6 +235,87 @@ def test_curve_plot_into_unwritable_paths_is_one_line(tmp_path):
             assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (kind, flag, err)
 
 
+# --------------------------------------------------------------------------------------------------- tradeoff
+#: β = 2, q = 1: T Gaussian steps are G_μ, μ = √(T(σ⁻² + σ_c⁻²)), the exact curve every printed bound must lie above
+TRADEOFF_BASE = dict(EPSILON_BASE, **{"--fpr": "1e-3,0.1"})
+TRADEOFF_FLAGS = EPSILON_FLAGS + ["--fpr"]
+#: --fpr lists: a bad member anywhere, empty members, the ends of (0, 1)
+FPR_LISTS = st.sampled_from(["1e-3,nan", "0.1,inf", "0,0.5", "0.5,1", "-0.1", ",", "0.1,,0.2", "1e-300,0.999999",
+                             "0.5;0.6", "0.1, 0.2", "1e-320"])
+
+
+def _check_tradeoff_json(out: str, argv: List[str]) -> None:
+    """Every printed TPR bound is in [FPR, 1], and where the setting is G_μ's (β = 2, q = 1, p ≤ 2) it is ≥ the
+    exact Gaussian TPR Φ(Φ⁻¹(α) + μ) (50-digit mpmath, no code shared with the package)."""
+    rec = json.loads(out)
+    fpr, tpr = [float(a) for a in rec["fpr"]], [float(t) for t in rec["tpr_upper"]]
+    assert len(fpr) == len(tpr) > 0, rec
+    for a, t in zip(fpr, tpr):
+        assert a <= t <= 1.0, rec
+    args = dict(zip(argv[1::2], argv[2::2]))
+    if rec["beta"] == 2 and rec["sample_rate"] == 1 and float(args.get("--clip-norm-p", 2)) <= 2:
+        count = rec["count_noise_multiplier"]
+        mu = _gauss_mu(rec["noise_multiplier"], rec["steps"], math.inf if count is None else count)
+        with mpmath.workdps(50):
+            for a, t in zip(fpr, tpr):
+                exact = float(mpmath.ncdf(-mpmath.sqrt(2) * mpmath.erfinv(1 - 2 * mpmath.mpf(a)) + mu))
+                assert t >= exact * (1 - 1e-12), (a, t, exact, mu)
+
+
+def _fuzz_tradeoff(flag: str, value: str) -> None:
+    argv = _argv("tradeoff", TRADEOFF_BASE, flag, value, ["--json"])
+    code, out, err = _run(argv)
+    _refused_or_ok(code, err, flag)
+    if code == 0:
+        _check_tradeoff_json(out, argv)
+
+
+@pytest.mark.parametrize("flag", TRADEOFF_FLAGS)
+@settings(FAST, max_examples=3)
+@given(value=NUMBER_TEXT)
+def test_tradeoff_flags_are_a_checked_bound_or_one_line(flag, value):
+    _fuzz_tradeoff(flag, value)
+
+
+@settings(FAST, max_examples=8)
+@given(value=FPR_LISTS)
+def test_tradeoff_fpr_lists(value):
+    _fuzz_tradeoff("--fpr", value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", TRADEOFF_FLAGS)
+@WIDE
+@given(value=st.one_of(NUMBER_TEXT, FPR_LISTS))
+def test_tradeoff_flags_wide(flag, value):
+    _fuzz_tradeoff(flag, value)
+
+
+def test_tradeoff_noise_below_the_proven_range_is_refused_naming_it():
+    for flag in ("--noise-multiplier", "--count-noise-multiplier"):
+        code, out, err = _run(_argv("tradeoff", TRADEOFF_BASE, flag, "1e-7"))
+        assert code == 2 and out == "", (flag, code, out, err)
+        _refused_or_ok(code, err, flag)
+        assert "1e-06" in err and "1e+06" in err, err
+
+
+def test_tradeoff_plot_and_csv_into_unwritable_paths_are_refused_before_any_work(tmp_path, monkeypatch):
+    """The paths are checked before the curve is computed: the accountant is never called."""
+    from opacus_gg.accountants import tradeoff
+
+    def reached(*args, **kwargs):
+        raise _Reached
+
+    monkeypatch.setattr(tradeoff, "compute_tradeoff", reached)
+    for kind, path in _unwritable_paths(tmp_path):
+        for flag in ("--plot", "--csv"):
+            code, out, err = _run(_argv("tradeoff", TRADEOFF_BASE, flag, path))
+            assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (kind, flag, err)
+            assert flag in err, (kind, flag, err)
+    code, out, err = _run(_argv("tradeoff", TRADEOFF_BASE, "--csv", str(tmp_path / "ok.csv")))
+    assert code == -1, (code, err)  # a writable path reaches the computation
+
+
 COMPARE_BASE = {"--noise-multiplier": "1", "--beta": "2", "--sample-rate": "1", "--steps": "4", "--delta": "1e-5"}
 
 
@@ -318,6 +399,7 @@ def test_pate_out_into_unwritable_paths_is_one_line(tmp_path, votes_file):
 @pytest.fixture
 def no_work(monkeypatch):
     """Replace the heavy commands' work by :class:`_Reached`: only their argument checks run."""
+    from opacus_gg import audit
     from opacus_gg.experiments import study, sweep, train
     from opacus_gg.experiments.figures import outliers, pate_experiments
 
@@ -329,6 +411,7 @@ def no_work(monkeypatch):
     monkeypatch.setattr(study, "run_study", reached)
     monkeypatch.setattr(pate_experiments, "accuracy_vs_beta", reached)
     monkeypatch.setattr(outliers, "default_panels", reached)
+    monkeypatch.setattr(audit, "audit", reached)
 
 
 TRAIN_FLAGS = ["--beta", "--clip-norm-p", "--target-epsilon", "--delta", "--noise-multiplier", "--max-grad-norm",
@@ -394,6 +477,44 @@ def test_outliers_flags(flag, value, no_work, tmp_path_factory):
     out_dir = str(tmp_path_factory.mktemp("ol"))
     code, out, err = _run(["outliers", "--out-dir", out_dir, flag, value])
     _refused_or_ok(code, err, flag)
+
+
+AUDIT_FLAGS = ["--beta", "--clip-norm-p", "--noise-multiplier", "--sample-rate", "--steps", "--delta", "--canaries",
+               "--canary-width", "--canary-scale", "--dim", "--seed", "--confidence"]
+
+
+@pytest.mark.parametrize("flag", AUDIT_FLAGS)
+@settings(FAST, max_examples=3)
+@given(value=NUMBER_TEXT)
+def test_audit_flags_are_checked_before_any_work(flag, value, no_work):
+    code, out, err = _run(["audit", flag, value])
+    _refused_or_ok(code, err, flag)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", AUDIT_FLAGS)
+@settings(WIDE, max_examples=30)
+@given(value=NUMBER_TEXT)
+def test_audit_flags_wide(flag, value, no_work):
+    code, out, err = _run(["audit", "--canary-kind", "input", flag, value])
+    _refused_or_ok(code, err, flag)
+
+
+@pytest.mark.parametrize("argv", [["audit", "--noise-multiplier", "1e-7"], ["audit", "--noise-multiplier", "0"],
+                                  ["audit", "--noise-multiplier", "2e6"]])
+def test_audit_noise_outside_the_proven_range_is_refused_naming_it(argv, no_work):
+    code, out, err = _run(argv)
+    assert code == 2 and out == "", (code, out, err)
+    _refused_or_ok(code, err, "--noise-multiplier")
+    assert "1e-06" in err and "1e+06" in err, err
+
+
+def test_audit_plot_into_unwritable_paths_is_refused_before_any_work(tmp_path, no_work):
+    for kind, path in _unwritable_paths(tmp_path):
+        code, out, err = _run(["audit", "--plot", path])
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (kind, err)
+        assert "--plot" in err, (kind, err)
+    assert _run(["audit", "--plot", str(tmp_path / "ok.png")])[0] == -1  # a writable path reaches the audit
 
 
 def test_broken_yaml_and_unwritable_dirs_of_the_heavy_commands(tmp_path, no_work, votes_file):

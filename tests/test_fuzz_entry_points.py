@@ -31,6 +31,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from opacus_gg import GGPrivacyEngine
 from opacus_gg.accountants import GGPRVAccountant, compute_delta, compute_epsilon, get_noise_multiplier
+from opacus_gg.accountants.tradeoff import compute_tradeoff
+from opacus_gg.audit import AuditConfig
 from opacus_gg.companions.clt import clt_epsilon
 from opacus_gg.companions.counting import calibrate_scale, linf_error_quantile
 from opacus_gg.companions.rdp import compute_rdp_epsilon
@@ -181,6 +183,90 @@ def test_compute_delta_is_a_checked_probability_or_a_value_error(name, value):
 
 
 # issue 32, item 1: the accountant's answers at the issue's tiny count noise, now refused naming the range
+def _fuzz_compute_tradeoff(name, value, base=BASE):
+    """compute_tradeoff refuses naming ``name``, or returns a curve with TPR bounds in [α, 1] that at β = 2, q = 1,
+    p ≤ 2 lie above the exact G_μ curve Φ(Φ⁻¹(α) + μ), μ = √(T(σ⁻² + σ_c⁻²)) (50-digit mpmath), and an ε the
+    independent checks accept."""
+    kw = dict(base, **{name: value})
+    rep = _call(compute_tradeoff, kw, name)
+    if rep is None:
+        return
+    kw = _clean(kw)
+    _check_epsilon(rep.epsilon, kw)
+    fpr = [1e-6, 1e-3, 0.1, 0.5]
+    tpr = [float(t) for t in rep.tpr_upper(fpr)]
+    assert all(a <= t <= 1.0 for a, t in zip(fpr, tpr)), (kw, tpr)
+    p = kw.get("clip_norm_p")
+    if kw["beta"] == 2 and kw["sample_rate"] == 1 and (p is None or p <= 2):
+        count = kw.get("count_noise_multiplier")
+        if kw["noise_multiplier"] == 0:
+            return  # no noise: the curve is TPR = 1, checked above
+        mu = math.sqrt(kw["steps"] * (kw["noise_multiplier"] ** -2 + (0 if count is None else count ** -2)))
+        with mpmath.workdps(50):
+            for a, t in zip(fpr, tpr):
+                exact = float(mpmath.ncdf(-mpmath.sqrt(2) * mpmath.erfinv(1 - 2 * mpmath.mpf(a)) + mu))
+                assert t >= exact * (1 - 1e-12), (kw, a, t, exact)
+
+
+@pytest.mark.parametrize("name", EPSILON_ARGS)
+@settings(FAST, max_examples=3)
+@given(value=VALUES)
+def test_compute_tradeoff_is_a_checked_curve_or_a_value_error_naming_the_argument(name, value):
+    _fuzz_compute_tradeoff(name, value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EPSILON_ARGS + ["ball_bound", "delta_error"])
+@pytest.mark.parametrize("sample_rate", [1.0, 0.01])
+@settings(WIDE, max_examples=30)
+@given(value=VALUES)
+def test_compute_tradeoff_wide(name, sample_rate, value):
+    _fuzz_compute_tradeoff(name, value, dict(BASE, sample_rate=sample_rate))
+
+
+AUDIT_ARGS = ["beta", "clip_norm_p", "noise_multiplier", "sample_rate", "steps", "delta", "canaries", "canary_width",
+              "dim", "max_grad_norm", "canary_scale", "seed", "confidence", "score", "kind"]
+
+
+def _fuzz_audit_config(name, value):
+    """AuditConfig.checked refuses naming ``name``, or holds plain numbers in their ranges (σ in the proven range)."""
+    cfg = _call(AuditConfig.checked, {name: value}, name)
+    if cfg is None:
+        return
+    assert NOISE_MULTIPLIER_MIN <= cfg.noise_multiplier <= NOISE_MULTIPLIER_MAX, cfg
+    assert 0 < cfg.confidence < 1 and 0 < cfg.delta < 1 and 0 < cfg.sample_rate <= 1, cfg
+    assert cfg.beta >= 1 and cfg.clip_norm_p >= 1 and cfg.canary_scale >= 1 and cfg.seed >= 0, cfg
+    assert cfg.canaries >= 10 and cfg.dim >= cfg.canaries * cfg.canary_width and cfg.steps >= 1, cfg
+    assert all(math.isfinite(x) for x in (cfg.beta, cfg.noise_multiplier, cfg.canary_scale, cfg.max_grad_norm)), cfg
+
+
+@pytest.mark.parametrize("name", AUDIT_ARGS)
+@FAST
+@given(value=VALUES)
+def test_audit_config_is_checked_numbers_or_a_value_error_naming_the_argument(name, value):
+    _fuzz_audit_config(name, value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AUDIT_ARGS)
+@WIDE
+@given(value=VALUES)
+def test_audit_config_wide(name, value):
+    _fuzz_audit_config(name, value)
+
+
+def test_audit_config_refuses_a_per_layer_max_grad_norm_naming_it():
+    """The audit has one C: a list (accepted by make_private, per-layer clipping) was a TypeError from float()."""
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        AuditConfig.checked(max_grad_norm=[1.0])
+
+
+@pytest.mark.parametrize("sigma", [0.0, 5e-7, 2e6, math.nan, math.inf])
+def test_audit_config_noise_is_the_one_rule(sigma):
+    with pytest.raises(ValueError, match=r"noise_multiplier must be a number in \[1e-06, 1e\+06\]"):
+        AuditConfig.checked(noise_multiplier=sigma)
+
+
 @pytest.mark.parametrize("call", [
     lambda: compute_epsilon(noise_multiplier=1, beta=2, sample_rate=0.01, steps=10, delta=1e-5,
                             count_noise_multiplier=5e-155),

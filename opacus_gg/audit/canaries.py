@@ -44,11 +44,9 @@ from ..validation import (
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
-    validate_max_grad_norm,
     validate_noise_multiplier,
     validate_positive,
     validate_positive_int,
-    validate_probability,
     validate_sample_rate,
 )
 from .bound import AuditBound, audit_epsilon
@@ -112,21 +110,17 @@ class AuditConfig:
         if kind == "input" and m * d > INPUT_FLOATS_MAX:
             raise ValueError(f"input canaries hold m/2 dense rows of d floats: canaries × dim must be ≤ "
                              f"{INPUT_FLOATS_MAX:.0e}, got {m * d:.3g}")
-        confidence = validate_probability(confidence, "confidence")
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+        confidence = validate_delta(confidence, "confidence")  # (0, 1)
         scale = validate_positive(canary_scale, "canary_scale")
         if scale < 1:
             raise ValueError(f"canary_scale must be ≥ 1 (the canary's raw ℓp norm in units of C), "
                              f"got {canary_scale!r}")
-        sigma = validate_noise_multiplier(noise_multiplier)
-        if sigma == 0:
-            raise ValueError("noise_multiplier must be > 0 for an audit (σ = 0 has ε = ∞: nothing to audit)")
+        sigma = validate_noise_multiplier(noise_multiplier, allow_zero=False)  # σ = 0 has ε = ∞: nothing to audit
         return cls(beta=beta, clip_norm_p=validate_clip_norm_p(clip_norm_p, beta), noise_multiplier=sigma,
                    sample_rate=validate_sample_rate(sample_rate),
                    steps=validate_positive_int(steps, "steps", maximum=STEPS_MAX), delta=validate_delta(delta),
                    canaries=m, canary_width=k, dim=d,
-                   max_grad_norm=float(validate_max_grad_norm(max_grad_norm)), canary_scale=scale,
+                   max_grad_norm=validate_positive(max_grad_norm, "max_grad_norm"), canary_scale=scale,  # one C
                    seed=validate_positive_int(seed, "seed", minimum=0), confidence=float(confidence), score=score,
                    kind=kind)
 

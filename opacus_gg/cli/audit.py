@@ -12,21 +12,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import CLIError, beta_value, dim_value, dumps_json, norm_p, positive_float, positive_int, probability, rate, \
-    steps_value
+from ..validation import validate_delta
+from . import CLIError, _checked, beta_value, dim_value, dumps_json, noise_value, norm_p, positive_float, \
+    positive_int, probability, rate, steps_value, writable_file
 
 __all__ = ["register", "cmd_audit"]
 
 
-def _confidence(text: str) -> float:
-    """argparse ``type=``: a confidence level in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"the confidence must be a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"the confidence must be a number in (0, 1), got {text!r}")
-    return value
+#: argparse ``type=``: a confidence level in (0, 1) (the API's rule, :func:`opacus_gg.validation.validate_delta`)
+_confidence = _checked(validate_delta, "the confidence")
 
 
 def _seed(text: str) -> int:
@@ -42,6 +36,8 @@ def _seed(text: str) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; one summary (or JSON) on stdout, the figure if asked."""
+    if args.plot:
+        writable_file(args.plot, "--plot")  # refused before torch is imported and the audit runs
     from ..audit import AuditConfig, audit
     from ..formatting import fmt_down, fmt_up
 
@@ -96,7 +92,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--beta", type=beta_value, default=2.0, help="GG shape β ≥ 1 (1 Laplace, 2 Gaussian)")
     p.add_argument("--clip-norm-p", type=norm_p, default=None,
                    help="ℓp norm of the per-sample clipping, p ≥ 1 or 'inf' (default: β)")
-    p.add_argument("--noise-multiplier", type=positive_float, default=2.0, help="noise multiplier σ > 0")
+    p.add_argument("--noise-multiplier", type=noise_value, default=2.0, help="noise multiplier σ > 0")
     p.add_argument("--sample-rate", type=rate, default=0.05, help="Poisson sampling rate q in (0, 1]")
     p.add_argument("--steps", type=steps_value, default=100, help="number of steps T")
     p.add_argument("--delta", type=probability, default=1e-5, help="δ in (0, 1) of the audited and proven ε")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, List
 
-from . import CLIError, add_mechanism_args, dumps_json, needs_dim, positive_float
+from . import CLIError, add_mechanism_args, dumps_json, needs_dim, noise_value, positive_float, writable_file
 from .accounting import COUNT_HELP, _reword
 
 __all__ = ["register", "cmd_tradeoff", "parse_fpr_list"]
@@ -34,6 +34,9 @@ def parse_fpr_list(text: str, name: str = "--fpr") -> List[float]:
 def cmd_tradeoff(args: argparse.Namespace) -> int:
     """The proven TPR bound at each --fpr (one line each), μ-GDP, and the optional figure, CSV or JSON."""
     fprs = parse_fpr_list(args.fpr)
+    for path, flag in ((args.csv, "--csv"), (args.plot, "--plot")):
+        if path:
+            writable_file(path, flag)  # refused before the accountant is imported and the curve computed
     needs_dim(args.beta, args.clip_norm_p, args.dim)
     from ..accountants.tradeoff import compute_tradeoff  # the accountant only now (fast --help and errors)
     from ..formatting import fmt_up, fmt_up_significant
@@ -85,9 +88,9 @@ def register(subparsers: Any) -> None:
                                           "mechanism: for each FPR, an upper bound on the TPR of any membership-"
                                           "inference attack, from the same dominating pairs as the proven ε; the "
                                           "μ-GDP curve it lies under where one holds.")
-    p.add_argument("--noise-multiplier", type=positive_float, required=True, help="σ > 0 (noise scale σ·C)")
+    p.add_argument("--noise-multiplier", type=noise_value, required=True, help="σ > 0 (noise scale σ·C)")
     add_mechanism_args(p)
-    p.add_argument("--count-noise-multiplier", type=positive_float, default=None, help=COUNT_HELP)
+    p.add_argument("--count-noise-multiplier", type=noise_value, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
