@@ -39,8 +39,9 @@ def test_beta3_run_is_labelled_in_every_format(tmp_path: Path, cli) -> None:
     epoch_lines = [line for line in out.splitlines() if line.startswith("epoch ")]
     assert epoch_lines and all(SCOPE_TEXT[scope] in line and f"d = {res['dim']}" in line for line in epoch_lines)
     assert SCOPE_TEXT["estimate"] in epoch_lines[-1]  # the paper-mode ε
-    done = out.splitlines()[-1]
-    assert done.startswith("done:") and SCOPE_TEXT[scope] in done
+    done = next(line for line in out.splitlines() if line.startswith("done:"))
+    assert SCOPE_TEXT[scope] in done
+    assert out.splitlines()[-1].startswith("membership inference: TPR") and SCOPE_TEXT[scope] in out.splitlines()[-1]
     for text in (out, err, json.dumps(res), (tmp_path / "run" / "metrics.csv").read_text()):
         assert "certified upper bound" not in text and "(certified" not in text
 

@@ -112,7 +112,12 @@ def test_scatter_features_cached_by_the_pipeline(data_root: Path, tmp_path: Path
 
 
 def test_missing_dataset_cli_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    rc = main(["train", "--config", str(CONFIGS / "adult_fcn.yaml"), "--data-root", str(tmp_path / "no"),
-               "--output-dir", str(tmp_path / "o"), "--quiet"])
-    assert rc == 2
-    assert str(tmp_path / "no" / "adult" / "adult.data") in capsys.readouterr().err
+    """A data root that does not exist is refused before torch's import, naming --data-root; one that exists but
+    lacks the files is refused by the loader, naming the missing file."""
+    argv = ["train", "--config", str(CONFIGS / "adult_fcn.yaml"), "--output-dir", str(tmp_path / "o"), "--quiet"]
+    assert main([*argv, "--data-root", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert "--data-root: no directory" in err and str(tmp_path / "no") in err
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, "--data-root", str(tmp_path / "empty")]) == 2
+    assert str(tmp_path / "empty" / "adult" / "adult.data") in capsys.readouterr().err

@@ -135,9 +135,10 @@ def test_a_one_coordinate_pair_no_grid_certifies_publishes_the_renyi_bound_aloud
 def test_an_equal_spread_no_grid_certifies_says_its_reference_is_not_available():
     """β = 1.5, p = 1, σ = 10^6, d = 10^6: the spreads' one-coordinate shift m/k reaches 10^{−12}, where no grid of
     its pair is well conditioned (Lemma R10(b)); the published proven ε is unaffected (not a PRV number of the
-    spreads) and a warning says the equal-spread reference is not available, naming the step."""
+    spreads) and, where the diagnostics are asked for, a warning says the equal-spread reference is not available,
+    naming the step."""
     with pytest.warns(UserWarning, match=r"over every equal spread.*is not available.*shift a=1e-12.*Lemma R10"):
-        rep = compute_epsilon(noise_multiplier=1e6, beta=1.5, dim=10**6, clip_norm_p=1.0, **SETTING)
+        rep = compute_epsilon(noise_multiplier=1e6, beta=1.5, dim=10**6, clip_norm_p=1.0, diagnostics=True, **SETTING)
     assert rep.certified and rep.epsilon_equal_spreads is None and "Lemma R10" in rep.details["prv_failed"]
     assert rep.epsilon <= rep.details["epsilon_rdp"]
 
