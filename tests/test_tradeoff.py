@@ -244,4 +244,6 @@ def test_train_summary_line_rounds_up_and_is_absent_without_a_curve():
     shown = [float(x) for x in re.findall(r"≤ ([0-9.]+) at FPR", line)]
     assert line.startswith("membership inference: TPR") and len(shown) == 3
     assert all(s >= t for s, t in zip(shown, rep.tpr_upper([1e-3, 1e-2, 0.1])))
+    lo, hi = rep.mu_gdp_fpr_range  # μ is claimed on its range only, and the line says which
+    assert rep.mu_gdp is not None and f"at every FPR in [{lo:g}, {hi:.7g}]" in line
     assert tradeoff_text({"error": "why"}) is None and tradeoff_text(None) is None

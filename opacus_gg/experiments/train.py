@@ -164,8 +164,10 @@ def tradeoff_text(record: Optional[Dict[str, Any]]) -> Optional[str]:
         return None
     pts = ", ".join(f"≤ {fmt_up_significant(t)} at FPR {a:g}" for a, t in zip(record["fpr"], record["tpr_upper"]))
     mu = record["mu_gdp"]
+    lo, hi = record.get("mu_gdp_fpr_range") or (None, None)
+    where = "" if lo is None else f" at every FPR in [{lo:g}, {hi:.7g}]"
     return (f"membership inference: TPR {pts} ({record['scope_text']})"
-            + ("" if mu is None else f"; mu-GDP with mu = {fmt_up(mu)}"))
+            + ("" if mu is None else f"; mu-GDP with mu = {fmt_up(mu)}{where}"))
 
 
 def _check_device(device: str) -> None:
