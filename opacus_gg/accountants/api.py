@@ -455,7 +455,8 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         if by_dir is not None:
             eps = min(eps, max(by_dir.values()))
         return eps
-    _remember(key, eps)
+    if math.isfinite(eps):  # an infinite bound is computed (and explained) again at every query
+        _remember(key, eps)
     return eps
 
 
