@@ -446,16 +446,8 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         if segs and not any(s.noiseless for s in segs) and not {"prv_failed", "infinite_because"} & set(report.details):
             _remember(key, report.epsilon)  # not where it warned: a warning is said at every query
         return report.epsilon
-    eps = rdp_ball_epsilon(segs, delta)[0]
-    gauss = _gaussian_domination_epsilon(segs, delta, eps, eps_error, delta_error)[0]
-    if gauss is not None:
-        eps = min(eps, gauss)
-    if ball_bound == "table":
-        by_dir = _table_or_none(segs, delta, eps_error, delta_error)
-        if by_dir is not None:
-            eps = min(eps, max(by_dir.values()))
-        return eps
-    if math.isfinite(eps):  # an infinite bound is computed (and explained) again at every query
+    eps = _ball_report(segs, delta, eps_error, delta_error, ball_bound).epsilon  # the default report's number
+    if ball_bound == "renyi" and math.isfinite(eps):  # an infinite bound is computed (and explained) at every query
         _remember(key, eps)
     return eps
 
