@@ -17,6 +17,8 @@ Rows: β ∈ {1, 1.2, 1.5, 1.8, 2, 2.5, 3} × p ∈ {β, 2} × d ∈ {1, 2410, 1
 * **solve** (``--solve``): ``get_noise_multiplier`` of :mod:`opacus_gg.accountants` back to the row's own ε (cold)
   against ``opacus.accountants.utils.get_noise_multiplier(accountant="prv")`` on the same target (Opacus at β = 2);
   only where that ε is at most SOLVE_MAX_EPSILON (a target of ε = 122 is no one's, and Opacus's PRV is slow there).
+  **cli** is the same solve through ``opacus-gg noise-multiplier`` (``opacus_gg.cli.main`` in this process, its
+  output discarded: the σ and the last line, "at this sigma: epsilon = …"), cold, against the same Opacus time.
 
 Where ε does not depend on p (d = 1: one coordinate) the row says so. Targets (issue 33): cold ≤ 3× (must ≤ 5×),
 repeated ≤ 0.1×, solve ≤ 3×. ``--quick``: the issue's slow rows only.
@@ -25,6 +27,8 @@ repeated ≤ 0.1×, solve ≤ 3×. ``--quick``: the issue's slow rows only.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import math
 import statistics
 import time
@@ -35,6 +39,7 @@ from opacus.accountants.utils import get_noise_multiplier as opacus_noise_multip
 
 from accountant import _clear  # benchmarks/ (the script's directory) is on sys.path
 from opacus_gg.accountants import GGPRVAccountant, get_noise_multiplier
+from opacus_gg.cli import main as cli_main
 from opacus_gg.formatting import fmt_up
 
 DELTA = 1e-5
@@ -78,10 +83,20 @@ def _opacus(sigma, q, steps):
     return acc.get_epsilon(DELTA)
 
 
+def _cli_solve(eps: float, beta: float, p: float, d: int, q: float, steps: int) -> None:
+    """``opacus-gg noise-multiplier`` to the target ``eps`` (its output discarded; exit status 0 checked)."""
+    argv = ["noise-multiplier", "--target-epsilon", repr(eps), "--beta", repr(beta), "--sample-rate", repr(q),
+            "--steps", str(steps), "--delta", repr(DELTA), "--dim", str(d), "--clip-norm-p", repr(p)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli_main(argv)
+    if rc:
+        raise RuntimeError(f"opacus-gg {' '.join(argv)} exited with {rc}")
+
+
 def measure(row, runs: int, solve: bool) -> dict:
     """Medians over ``runs`` alternated runs of the row's cold, again, +100 (and solve) times and ratios."""
     beta, p, d, sigma, q, steps = row
-    cold, again, grow, sol, r_cold, r_again, r_grow, r_sol = ([] for _ in range(8))
+    cold, again, grow, sol, r_cold, r_again, r_grow, r_sol, r_cli = ([] for _ in range(9))
     eps = math.nan
     for _ in range(runs):
         _clear()
@@ -104,11 +119,15 @@ def measure(row, runs: int, solve: bool) -> dict:
                                                              steps=steps, beta=beta, dim=d, clip_norm_p=p))
                 _, t_so = _timed(lambda: opacus_noise_multiplier(target_epsilon=eps, target_delta=DELTA,
                                                                  sample_rate=q, steps=steps, accountant="prv"))
+                _clear()
+                _, t_c = _timed(lambda: _cli_solve(eps, beta, p, d, q, steps))
             sol.append(t_s)
             r_sol.append(t_s / t_so)
+            r_cli.append(t_c / t_so)
     med = statistics.median
     return {"eps": eps, "cold": med(cold), "r_cold": med(r_cold), "r_again": med(r_again), "r_grow": med(r_grow),
-            "solve": med(sol) if sol else math.nan, "r_solve": med(r_sol) if r_sol else math.nan}
+            "solve": med(sol) if sol else math.nan, "r_solve": med(r_sol) if r_sol else math.nan,
+            "r_cli": med(r_cli) if r_cli else math.nan}
 
 
 def main(argv=None) -> None:
@@ -124,7 +143,7 @@ def main(argv=None) -> None:
           "(cold: every cache of opacus_gg cleared)")
     head = f"{'beta':>4} {'p':>4} {'d':>7} {'sigma':>5} {'q':>6} {'T':>6} {'epsilon':>10} {'cold s':>7} " \
            f"{'cold':>7} {'again':>7} {'+100':>7}"
-    print(head + (f" {'solve s':>8} {'solve':>7}" if args.solve else ""))
+    print(head + (f" {'solve s':>8} {'solve':>7} {'cli':>7}" if args.solve else ""))
     worst = 0.0
     for row in rows(args.quick, tuple(args.betas)):
         beta, p, d, sigma, q, steps = row
@@ -134,7 +153,7 @@ def main(argv=None) -> None:
         line = (f"{beta:>4g} {p:>4g} {d:>7d} {sigma:>5g} {q:>6g} {steps:>6d} {fmt_up(r['eps'], 6):>10} "
                 f"{r['cold']:>7.3f} {r['r_cold']:>6.2f}x {r['r_again']:>6.2f}x {r['r_grow']:>6.2f}x")
         if args.solve:
-            line += f" {r['solve']:>8.2f} {r['r_solve']:>6.2f}x"
+            line += f" {r['solve']:>8.2f} {r['r_solve']:>6.2f}x {r['r_cli']:>6.2f}x"
         print(line + note, flush=True)
     print(f"worst cold ratio: {worst:.2f}x (target <= 3x, must <= 5x)")
 
