@@ -210,3 +210,15 @@ def test_train_answers_a_bad_config_or_path_before_importing_torch(argv, fragmen
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert r.stdout.split() == ["2", "False", "False"], (r.stdout, r.stderr)
     assert fragment in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ("cifar10_scatternet", "cifar-10-batches-py/data_batch_1"), ("svhn_scatternet", "train_32x32.mat"),
+    ("adult_fcn", "adult/adult.data"), ("imdb_lstm", "aclImdb/train/pos/*.txt"),
+])
+def test_train_answers_a_data_root_without_the_files_before_importing_torch(config, fragment, tmp_path) -> None:
+    """A data root that exists but lacks the dataset's files is answered before torch too, naming the first missing
+    file (the layouts of :mod:`opacus_gg.experiments.data_files`, which the loaders check as well)."""
+    test_train_answers_a_bad_config_or_path_before_importing_torch(
+        ["train", "--config", config, "--data-root", str(tmp_path), "--output-dir", str(tmp_path / "out")],
+        str(tmp_path / fragment))

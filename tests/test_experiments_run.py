@@ -112,8 +112,8 @@ def test_scatter_features_cached_by_the_pipeline(data_root: Path, tmp_path: Path
 
 
 def test_missing_dataset_cli_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """A data root that does not exist is refused before torch's import, naming --data-root; one that exists but
-    lacks the files is refused by the loader, naming the missing file."""
+    """A data root that does not exist is refused naming --data-root; one that exists but lacks the files is refused
+    naming the missing file (both before torch's import: test_cli_errors.py)."""
     argv = ["train", "--config", str(CONFIGS / "adult_fcn.yaml"), "--output-dir", str(tmp_path / "o"), "--quiet"]
     assert main([*argv, "--data-root", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ..experiments.data_files import FILE_DATASETS, DatasetNotFoundError, require_files
 from ..validation import validate_beta, validate_positive, validate_positive_int
 from . import CLIError, beta_value, noise_value, norm_p, positive_float, positive_int, probability, writable_dir
 
@@ -72,16 +73,10 @@ def build_config(args: argparse.Namespace) -> Dict[str, Any]:
     return validate_config(apply_overrides(cfg, flags))
 
 
-#: datasets read from files under ``data.root`` → what they read there (:mod:`opacus_gg.experiments.data`; the
-#: other datasets are bundled or generated)
-FILE_DATASETS = {"cifar10": "cifar-10-batches-py/", "svhn": "train_32x32.mat and test_32x32.mat",
-                 "adult": "adult.data and adult.test", "imdb": "the aclImdb/ tree"}
-
-
 def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The paths a run reads, checked before torch is imported (a slip is answered in a second, not after the
-    imports): ``--resume``'s checkpoint, and ``data.root`` for the file datasets unless ``data.download``. The files
-    inside ``data.root`` are checked by the dataset loaders (:mod:`opacus_gg.experiments.data`)."""
+    imports): ``--resume``'s checkpoint, and ``data.root`` and the files under it for the file datasets unless
+    ``data.download`` (:mod:`opacus_gg.experiments.data_files`, the check the loaders run too)."""
     resume = cfg.get("resume")
     if resume:
         path = Path(cfg["output_dir"]) / "checkpoint.pt" if resume in (True, "auto") else Path(resume)
@@ -92,6 +87,11 @@ def check_paths(cfg: Dict[str, Any]) -> Dict[str, Any]:
     if d["name"] in FILE_DATASETS and not d.get("download") and not root.is_dir():
         raise CLIError(f"--data-root: no directory {root} (data.name = {d['name']} reads {FILE_DATASETS[d['name']]} "
                        "there; pass --download for CIFAR-10/SVHN, or write small stand-ins with opacus-gg demo-data)")
+    if d["name"] in FILE_DATASETS and not d.get("download"):
+        try:
+            require_files(d["name"], root)
+        except DatasetNotFoundError as e:
+            raise CLIError(str(e)) from None
     return cfg
 
 

@@ -28,17 +28,16 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from .data_files import (CIFAR_DIR, CIFAR_TEST, CIFAR_TRAIN, IMDB_DIR, SVHN_FILES, DatasetNotFoundError, adult_dir,
+                         imdb_folder, require_files)
+
 __all__ = ["DataBundle", "DatasetNotFoundError", "load_dataset", "ADULT_COLUMNS", "tokenize"]
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """A dataset's files are missing or malformed; the message says where they were expected."""
 
 
 @dataclass
@@ -121,16 +120,6 @@ def _download(fetch, what: str, root: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ CIFAR-10
-CIFAR_DIR = "cifar-10-batches-py"
-CIFAR_TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
-CIFAR_TEST = ["test_batch"]
-
-
-def _missing(what: str, expected: Sequence[Path], hint: str = "") -> DatasetNotFoundError:
-    lst = ", ".join(str(p) for p in expected)
-    return DatasetNotFoundError(f"{what} not found: expected {lst}{hint}")
-
-
 def _load_cifar_file(path: Path) -> Tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
@@ -155,10 +144,7 @@ def load_cifar10(root: Path, download: bool = False) -> DataBundle:
 
         for train in (True, False):
             _download(lambda: torchvision.datasets.CIFAR10(str(root), train=train, download=True), "CIFAR-10", root)
-    files = [base / n for n in CIFAR_TRAIN + CIFAR_TEST]
-    missing = [p for p in files if not p.is_file()]
-    if missing:
-        raise _missing("CIFAR-10", missing, " (pass --download to fetch it with torchvision)")
+    require_files("cifar10", root)
 
     def load(names: List[str]) -> TensorDataset:
         parts = [_load_cifar_file(base / n) for n in names]
@@ -197,10 +183,8 @@ def load_svhn(root: Path, download: bool = False) -> DataBundle:
 
         for split in ("train", "test"):
             _download(lambda: torchvision.datasets.SVHN(str(root), split=split, download=True), "SVHN", root)
-    files = [root / "train_32x32.mat", root / "test_32x32.mat"]
-    missing = [p for p in files if not p.is_file()]
-    if missing:
-        raise _missing("SVHN", missing, " (pass --download to fetch it with torchvision)")
+    require_files("svhn", root)
+    files = [root / n for n in SVHN_FILES]
     return DataBundle(_load_svhn_file(files[0]), _load_svhn_file(files[1]), 10, (3, 32, 32),
                       {"source": str(root)})
 
@@ -238,12 +222,7 @@ def _read_adult(path: Path) -> Tuple[List[List[str]], np.ndarray]:
 
 def load_adult(root: Path) -> DataBundle:
     """UCI Adult: one-hot categoricals (train categories), numericals standardized (train mean/std)."""
-    candidates = [root / "adult", root]
-    base = next((c for c in candidates if (c / "adult.data").is_file() and (c / "adult.test").is_file()), None)
-    if base is None:
-        raise _missing("Adult", [root / "adult" / "adult.data", root / "adult" / "adult.test"],
-                       f" (or the same files directly in {root}; get them from "
-                       "https://archive.ics.uci.edu/dataset/2/adult)")
+    base = adult_dir(root)
     train_rows, ytr = _read_adult(base / "adult.data")
     test_rows, yte = _read_adult(base / "adult.test")
     cats = {i: sorted({r[i] for r in train_rows}) for i in ADULT_CATEGORICAL}
@@ -278,15 +257,10 @@ def tokenize(text: str) -> List[str]:
     return _TOKEN.findall(text.lower().replace("<br />", " "))
 
 
-def _read_imdb_split(base: Path, split: str) -> Tuple[List[List[str]], List[int]]:
+def _read_imdb_split(root: Path, split: str) -> Tuple[List[List[str]], List[int]]:
     docs, labels = [], []
     for label, sub in ((1, "pos"), (0, "neg")):
-        d = base / split / sub
-        files = sorted(d.glob("*.txt")) if d.is_dir() else []
-        if not files:
-            raise _missing("IMDB", [d / "*.txt"], " (the aclImdb layout: aclImdb/{train,test}/{pos,neg}/*.txt; "
-                           "get it from https://ai.stanford.edu/~amaas/data/sentiment/)")
-        for p in files:
+        for p in sorted(imdb_folder(root, split, sub).glob("*.txt")):
             docs.append(tokenize(p.read_text(encoding="utf-8", errors="replace")))
             labels.append(label)
     return docs, labels
@@ -294,9 +268,8 @@ def _read_imdb_split(base: Path, split: str) -> Tuple[List[List[str]], List[int]
 
 def load_imdb(root: Path, vocab_size: int, max_len: int) -> DataBundle:
     """IMDB reviews → token ids (vocabulary from the training split), fixed length ``max_len``."""
-    base = root / "aclImdb"
-    train_docs, ytr = _read_imdb_split(base, "train")
-    test_docs, yte = _read_imdb_split(base, "test")
+    train_docs, ytr = _read_imdb_split(root, "train")
+    test_docs, yte = _read_imdb_split(root, "test")
     counts = collections.Counter(t for d in train_docs for t in d)
     vocab = {w: i + 2 for i, (w, _) in enumerate(counts.most_common(max(vocab_size - 2, 0)))}
 
@@ -310,7 +283,7 @@ def load_imdb(root: Path, vocab_size: int, max_len: int) -> DataBundle:
 
     return DataBundle(TensorDataset(encode(train_docs), torch.tensor(ytr)),
                       TensorDataset(encode(test_docs), torch.tensor(yte)), 2, (max_len,),
-                      {"source": str(base), "vocab_size": vocab_size, "vocab_used": len(vocab) + 2})
+                      {"source": str(root / IMDB_DIR), "vocab_size": vocab_size, "vocab_used": len(vocab) + 2})
 
 
 # ------------------------------------------------------------------------------------ dispatch
