@@ -91,3 +91,7 @@ def test_diagnostics_progress_is_called_once_per_direction():
     seen.clear()
     compute_epsilon(**BASE, beta=1.5, dim=10, clip_norm_p=2.0, progress=seen.append)  # nothing slow: no lines
     assert seen == []
+    acc = GGPRVAccountant(beta=1.5, dim=10, clip_norm_p=2.0)  # the accountant's report passes it through
+    acc.history = [(1.0, 0.01, 100, 1.5, 10, 2.0)]
+    acc.get_epsilon_report(1e-5, diagnostics=True, progress=seen.append)
+    assert [s.split(", ")[-1] for s in seen] == ["remove direction", "add direction"]

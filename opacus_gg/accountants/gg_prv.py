@@ -65,14 +65,16 @@ class GGPRVAccountant(IAccountant):
         append_step(self.history, parse_segment(entry, self._defaults()))
 
     def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
-                           mode: str = "certified", diagnostics: bool = False, **kwargs) -> EpsilonReport:
+                           mode: str = "certified", diagnostics: bool = False,
+                           progress: Optional[Callable[[str], None]] = None, **kwargs) -> EpsilonReport:
         """:class:`EpsilonReport` for the history (3-tuples use the accountant's defaults): the ``get_epsilon``
         number, at about its cost; ``diagnostics=True`` also composes the equal-spread PRV beside it (its
         bracket, worst direction and spread; seconds to a minute for β ≠ 2, d > 1), as
-        :func:`.api.compute_epsilon_history` describes."""
+        :func:`.api.compute_epsilon_history` describes, calling ``progress`` (e.g. ``print``) with a short text
+        before each of those compositions."""
         hist = [self._complete(e) for e in self.history]
         report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error,
-                                         ball_bound=self.ball_bound, diagnostics=diagnostics)
+                                         ball_bound=self.ball_bound, diagnostics=diagnostics, progress=progress)
         if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
             report = dataclasses.replace(report, scope="shuffled")
         return report
