@@ -159,6 +159,16 @@ def test_epsilon_paper_mode_labelled(capsys):
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "paper" and out["certified"] is False and out["epsilon_scope"] == "estimate"
+    # the error bars only when asked (--json --diagnostics, --verbose), around the same ε
+    b = out["prv_bracket"]
+    assert b["lower"] is None and b["upper"] is None and b["not_computed"].startswith("not computed")
+    assert main(argv + ["--json", "--diagnostics"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["epsilon"] == out["epsilon"] and full["prv_bracket"]["estimate"] == b["estimate"]
+    assert full["prv_bracket"]["lower"] <= b["estimate"] <= out["epsilon"] <= full["prv_bracket"]["upper"]
+    assert main(argv + ["--verbose"]) == 0
+    printed = capsys.readouterr()
+    assert "Monte Carlo sd" in printed.out and "computing the Monte Carlo replicates" in printed.err
 
 
 def test_noise_multiplier_round_trip(capsys):

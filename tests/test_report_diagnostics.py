@@ -1,5 +1,6 @@
 """The default report computes what it publishes: the proven ε, bit-identical to the report with diagnostics (the
-equal-spread PRV's bracket, worst direction and spread), which it does not compose and does not pretend to have."""
+equal-spread PRV's bracket, worst direction and spread), which it does not compose and does not pretend to have;
+in paper mode the sampled-PRV ε, without its Monte Carlo error bars and DKW bracket."""
 
 from __future__ import annotations
 
@@ -95,3 +96,73 @@ def test_diagnostics_progress_is_called_once_per_direction():
     acc.history = [(1.0, 0.01, 100, 1.5, 10, 2.0)]
     acc.get_epsilon_report(1e-5, diagnostics=True, progress=seen.append)
     assert [s.split(", ")[-1] for s in seen] == ["remove direction", "add direction"]
+
+
+# ---------------------------------------------------------------------------------------------- paper mode
+#: paper mode at a cost a test affords (10⁵ samples; the default is 10⁶), β ≠ 2 (its label warns)
+PAPER = dict(BASE, beta=1.5, dim=10, mode="paper", n_samples=100_000, seed=3)
+
+
+def _paper_reports(**extra):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return compute_epsilon(**PAPER, **extra), compute_epsilon(**PAPER, diagnostics=True, **extra)
+
+
+def test_paper_epsilon_is_bit_identical_with_and_without_error_bars():
+    """The default paper report carries the paper's number (SampledComposePRV's upper end) and its estimate, the
+    same bits as the report with the error bars, and says the error bars were not computed."""
+    from opacus_gg.accountants.paper import sampled_compose_epsilon
+
+    fast, full = _paper_reports()
+    assert fast.epsilon == full.epsilon and fast.epsilon_estimate == full.epsilon_estimate
+    hist = [(PAPER["noise_multiplier"], PAPER["sample_rate"], PAPER["steps"], PAPER["beta"])]
+    paper = sampled_compose_epsilon(hist, PAPER["delta"], n_samples=PAPER["n_samples"], seed=PAPER["seed"])
+    assert fast.epsilon == paper["upper"] and fast.epsilon_estimate == paper["estimate"]
+    assert fast.mode == full.mode == "paper" and fast.scope == full.scope == "estimate" and not fast.certified
+    # the default: no error bars, and says so (the certified report's words)
+    assert fast.epsilon_lower is None and fast.epsilon_upper is None
+    assert not fast.diagnostics_computed and fast.details["diagnostics"] == NOT_COMPUTED
+    assert fast.prv_bracket() == {"lower": None, "estimate": fast.epsilon_estimate, "upper": None,
+                                  "scope": "estimate", "not_computed": NOT_COMPUTED}
+    assert not {"mc_std_error", "tail_sensitivity_upper", "dkw_epsilon_upper"} & set(fast.details)
+    assert any(NOT_COMPUTED in x for x in fast.verbose_lines())
+    # the Theorem 6 terms are closed forms: in both
+    assert fast.details["thm6_full_eta_lower_bound"] == full.details["thm6_full_eta_lower_bound"]
+    # with diagnostics: the error bars around the same number
+    assert full.diagnostics_computed and full.details["mc_replicates"] == 8
+    assert full.epsilon_lower <= full.epsilon_estimate <= full.epsilon <= full.epsilon_upper
+    assert full.prv_bracket()["upper"] == full.epsilon_upper
+    assert any("Monte Carlo sd" in x for x in full.verbose_lines())
+
+
+def test_default_paper_report_never_runs_the_error_bars(monkeypatch):
+    """Replicates, tail sensitivity and the DKW bracket are not run by default: made to fail, the default report
+    (API, accountant) is unaffected; with diagnostics the failure surfaces."""
+    from opacus_gg.accountants.paper import report as paper_report
+
+    def failing(*a, **k):
+        raise AssertionError("an error bar was computed")
+
+    for name in ("draw_losses", "_tail_weights", "dkw_bracket"):
+        monkeypatch.setattr(paper_report, name, failing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fast = compute_epsilon(**PAPER)
+        acc = GGPRVAccountant(beta=1.5, dim=10)
+        acc.history = [(1.0, 0.01, 100, 1.5, 10, 1.5)]
+        assert acc.get_epsilon_report(1e-5, mode="paper").epsilon_upper is None
+        with pytest.raises(AssertionError, match="error bar was computed"):
+            compute_epsilon(**PAPER, diagnostics=True)
+    assert fast.epsilon > 0 and fast.epsilon_upper is None
+
+
+def test_paper_diagnostics_progress_names_each_group():
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        compute_epsilon(**PAPER, diagnostics=True, progress=seen.append)
+        assert [s.split(" (")[0] for s in seen] == ["Monte Carlo replicates", "tail sensitivity", "DKW bracket"]
+        seen.clear()
+        compute_epsilon(**PAPER, progress=seen.append)  # one composition: no lines
+    assert seen == []

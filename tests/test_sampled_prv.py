@@ -26,7 +26,7 @@ N = 10**6
 @functools.lru_cache(maxsize=None)
 def _details(history: tuple, delta: float, n: int = N, seed: int = 0) -> dict:
     """Shared between tests with the same setting (the computation is deterministic given the seed)."""
-    return S.sampled_epsilon_details(list(history), delta, n_samples=n, seed=seed)
+    return S.sampled_epsilon_details(list(history), delta, n_samples=n, seed=seed, diagnostics=True)
 
 
 def _remove_only_oracle(beta, sigma, q, steps, delta, interval=1e-4):
@@ -98,7 +98,7 @@ def test_trimmed_moves_mass():
 
 # --------------------------------------------------------------------------- ε against exact references
 def test_beta2_agrees_with_opacus_prv_within_error_bars():
-    d = S.sampled_epsilon_details([(1.0, 0.01, 1000, 2.0)], 1e-5, n_samples=N, seed=0)
+    d = S.sampled_epsilon_details([(1.0, 0.01, 1000, 2.0)], 1e-5, n_samples=N, seed=0, diagnostics=True)
     acc = PRVAccountant()
     acc.history = [(1.0, 0.01, 1000)]
     exact = acc.get_epsilon(1e-5)  # Opacus, upper bound with eps_error 0.01
@@ -111,7 +111,7 @@ def test_beta2_agrees_with_opacus_prv_within_error_bars():
 
 def test_beta2_heterogeneous_history_matches_opacus():
     hist = [(1.2, 0.02, 200, 2.0), (0.9, 0.01, 300, 2.0)]
-    d = S.sampled_epsilon_details(hist, 1e-5, n_samples=400_000, seed=2)
+    d = S.sampled_epsilon_details(hist, 1e-5, n_samples=400_000, seed=2, diagnostics=True)
     acc = PRVAccountant()
     acc.history = [(1.2, 0.02, 200), (0.9, 0.01, 300)]
     exact = acc.get_epsilon(1e-5)
@@ -122,7 +122,7 @@ def test_beta1_agrees_with_dp_accounting_laplace():
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     sigma, q, T, delta = 2.0, 0.05, 200, 1e-5
-    d = S.sampled_epsilon_details([(sigma, q, T, 1.0)], delta, n_samples=N // 2, seed=0)
+    d = S.sampled_epsilon_details([(sigma, q, T, 1.0)], delta, n_samples=N // 2, seed=0, diagnostics=True)
     pld = pld_lib.from_laplace_mechanism(sigma, sensitivity=1.0, sampling_prob=q)
     exact_remove = float(pld._pmf_remove.self_compose(T).get_epsilon_for_delta(delta))
     assert d["epsilon_lower"] <= exact_remove <= d["epsilon_upper"] + 0.01
@@ -141,7 +141,7 @@ def test_beta15_agrees_with_independent_oracle():
 @pytest.mark.ci_slow
 def test_beta3_agrees_with_independent_oracle():
     sigma, q, T, delta = 1.0, 0.02, 100, 1e-6
-    d = S.sampled_epsilon_details([(sigma, q, T, 3.0)], delta, n_samples=N, seed=0)
+    d = S.sampled_epsilon_details([(sigma, q, T, 3.0)], delta, n_samples=N, seed=0, diagnostics=True)
     exact = _remove_only_oracle(3.0, sigma, q, T, delta)
     assert d["epsilon_lower"] <= exact <= d["epsilon_upper"] + 0.01
 
@@ -149,7 +149,7 @@ def test_beta3_agrees_with_independent_oracle():
 def test_dkw_bracket_contains_exact_one_step():
     # one step, δ ≫ DKW radius: the correct high-probability bracket exists and contains the exact ε
     sigma, delta = 1.0, 0.05
-    d = S.sampled_epsilon_details([(sigma, 1.0, 1, 1.5)], delta, n_samples=N, seed=0, n_replicates=2)
+    d = S.sampled_epsilon_details([(sigma, 1.0, 1, 1.5)], delta, n_samples=N, seed=0, n_replicates=2, diagnostics=True)
     exact = _remove_only_oracle(1.5, sigma, 1.0, 1, delta, interval=1e-3)
     assert d["dkw_epsilon_lower"] <= exact <= d["dkw_epsilon_upper"]
     assert d["dkw_epsilon_upper"] - d["dkw_epsilon_lower"] < 0.5
@@ -157,7 +157,8 @@ def test_dkw_bracket_contains_exact_one_step():
 
 
 def test_dkw_bracket_vacuous_for_many_steps_and_says_so():
-    d = S.sampled_epsilon_details([(1.0, 0.01, 1000, 2.0)], 1e-5, n_samples=100_000, seed=0, n_replicates=2)
+    d = S.sampled_epsilon_details([(1.0, 0.01, 1000, 2.0)], 1e-5, n_samples=100_000, seed=0, n_replicates=2,
+                                  diagnostics=True)
     assert d["dkw_epsilon_upper"] == math.inf
     assert d["dkw_delta_slack"] > 1e-5
     assert d["dkw_samples_needed"] > 1e12
@@ -176,7 +177,7 @@ def test_theorem6_terms_values():
 
 
 def test_details_report_theorem6_and_failure_probability():
-    d = S.sampled_epsilon_details([(1.0, 0.1, 10, 2.0)], 1e-5, n_samples=100_000, seed=0)
+    d = S.sampled_epsilon_details([(1.0, 0.1, 10, 2.0)], 1e-5, n_samples=100_000, seed=0, diagnostics=True)
     for key in ("thm6_conference_failure_prob", "thm6_conference_eps_shift", "thm6_full_eta_lower_bound",
                 "dkw_radius", "dkw_failure_prob", "mc_std_error", "domain_L", "mesh", "tail_sensitivity_upper"):
         assert key in d and np.isfinite(d[key])
@@ -208,7 +209,8 @@ def test_bad_n_samples():
 # ----------------------------------------------------------------- the EpsilonReport (accountant package)
 def test_paper_epsilon_report_labels():
     with pytest.warns(UserWarning, match="NOT a privacy guarantee"):
-        rep = S.paper_epsilon_report([(1.0, 0.05, 50, 1.5, 1000, 1.5)], 1e-5, n_samples=200_000, n_replicates=2)
+        rep = S.paper_epsilon_report([(1.0, 0.05, 50, 1.5, 1000, 1.5)], 1e-5, n_samples=200_000, n_replicates=2,
+                                     diagnostics=True)
     assert rep.mode == "paper" and rep.certified is False
     assert rep.direction == "remove" and rep.shape_k == 1
     assert rep.epsilon_lower <= rep.epsilon_estimate <= rep.epsilon <= rep.epsilon_upper

@@ -111,8 +111,10 @@ def compute_epsilon_history(
     bound over the whole ℓp ball and the equal-spread PRV (its bracket, the worst direction and spread, the
     equal-spread ε) is a reference beside it, composed only when asked (True; seconds to a minute): by default
     the report carries the published number alone, bit-identical, and says the rest was not computed
-    (:meth:`.report.EpsilonReport.prv_bracket`). Where the PRV is the published ε it is always computed.
-    ``progress``: called with a short text before each equal-spread composition (where ``diagnostics`` runs it).
+    (:meth:`.report.EpsilonReport.prv_bracket`). Where the PRV is the published ε it is always computed. In paper
+    mode the published ε is one composition of the sampled PRV, and ``diagnostics`` adds its Monte Carlo error
+    bars and DKW bracket (R + 4 more compositions, :func:`.paper.sampled_epsilon_details`); ε is the same bits.
+    ``progress``: called with a short text before each diagnostic composition (where ``diagnostics`` runs it).
     """
     delta = validate_delta(delta)
     if mode not in MODES:
@@ -129,7 +131,8 @@ def compute_epsilon_history(
         from .paper import paper_epsilon_report  # lazy: paper mode draws Monte Carlo samples with torch
 
         hist = [(s.noise_multiplier, s.sample_rate, s.steps, s.beta, s.dim, s.clip_norm_p) for s in segs]
-        return paper_epsilon_report(hist, delta, eps_error=eps_error, delta_error=delta_error, **paper_kwargs)
+        return paper_epsilon_report(hist, delta, eps_error=eps_error, delta_error=delta_error,
+                                    diagnostics=diagnostics, progress=progress, **paper_kwargs)
     if not segs:
         return EpsilonReport(epsilon=0.0, epsilon_lower=0.0, epsilon_estimate=0.0, epsilon_upper=0.0, delta=delta,
                              details={"empty_history": True})
@@ -513,7 +516,8 @@ def compute_epsilon(
 ) -> EpsilonReport:
     """ε(δ) after ``steps`` identical steps; see :func:`compute_epsilon_history` (``count_noise_multiplier``:
     each step also releases a noisy count, adaptive clipping's; :mod:`.history`; ``diagnostics``: also the
-    equal-spread PRV's bracket, direction and spread where they are not the published ε).
+    equal-spread PRV's bracket, direction and spread where they are not the published ε, and paper mode's error
+    bars).
 
     ``dim`` (the number of noised coordinates d) is required unless β = 2 with p ≤ 2: everywhere else ε grows
     with d, and ValueError says so (:func:`opacus_gg.validation.validate_dim`)."""

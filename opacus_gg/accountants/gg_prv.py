@@ -69,7 +69,8 @@ class GGPRVAccountant(IAccountant):
                            progress: Optional[Callable[[str], None]] = None, **kwargs) -> EpsilonReport:
         """:class:`EpsilonReport` for the history (3-tuples use the accountant's defaults): the ``get_epsilon``
         number, at about its cost; ``diagnostics=True`` also composes the equal-spread PRV beside it (its
-        bracket, worst direction and spread; seconds to a minute for β ≠ 2, d > 1), as
+        bracket, worst direction and spread; seconds to a minute for β ≠ 2, d > 1; in ``mode="paper"`` the Monte
+        Carlo error bars), as
         :func:`.api.compute_epsilon_history` describes, calling ``progress`` (e.g. ``print``) with a short text
         before each of those compositions."""
         hist = [self._complete(e) for e in self.history]

@@ -31,8 +31,9 @@ SCOPE_TEXT: Dict[str, str] = {
 #: the proven bounds over the whole ℓp ball that a report may carry in ``details`` (name, key), as printed
 PROVEN_BOUNDS = (("ball table", "epsilon_ball_table"), ("dominating Gaussian", "epsilon_gaussian_domination"),
                  ("Rényi", "epsilon_rdp"))
-#: what a report says of the equal-spread PRV (bracket, worst direction and spread) that it did not compute: by
-#: default only the published ε is computed (:func:`.api.compute_epsilon_history`'s ``diagnostics``)
+#: what a report says of the equal-spread PRV (bracket, worst direction and spread), or of paper mode's error bars,
+#: that it did not compute: by default only the published ε is computed (:func:`.api.compute_epsilon_history`'s
+#: ``diagnostics``)
 NOT_COMPUTED = "not computed (pass diagnostics=True, or --verbose / --diagnostics on the command line)"
 #: what produced a report's published ε (``EpsilonReport.method``), as printed beside it
 METHOD_TEXT: Dict[str, str] = {
@@ -106,7 +107,8 @@ class EpsilonReport:
     @property
     def diagnostics_computed(self) -> bool:
         """False where the equal-spread PRV beside the published ε was not composed (the default; its bracket,
-        direction and spread are then None): ``diagnostics=True`` computes it."""
+        direction and spread are then None), or paper mode's error bars were not (epsilon_lower/upper None):
+        ``diagnostics=True`` computes them."""
         return "diagnostics" not in self.details
 
     def prv_bracket(self) -> Dict[str, Any]:
@@ -114,11 +116,12 @@ class EpsilonReport:
         itself when ``method`` is "prv" (or "paper"), else the PRV over every equal spread ("equal_spreads")
         that runs beside the published Rényi bound, which its upper end may be below. Where the PRV failed
         (``details["prv_failed"]``) the three are None and ``not_available`` holds the reason; where it was not
-        computed (the default, :attr:`diagnostics_computed`) they are None and ``not_computed`` says how to ask."""
+        computed (the default, :attr:`diagnostics_computed`) the ends are None and ``not_computed`` says how to ask
+        (paper mode keeps its estimate: the one composition it publishes gives it; its ends are the error bars)."""
         scope = self.scope if self.method in ("prv", "paper", "gaussian") else "equal_spreads"
         if not self.diagnostics_computed:
-            return {"lower": None, "estimate": None, "upper": None, "scope": scope,
-                    "not_computed": self.details["diagnostics"]}
+            return {"lower": None, "estimate": self.epsilon_estimate if self.method == "paper" else None,
+                    "upper": None, "scope": scope, "not_computed": self.details["diagnostics"]}
         if "prv_failed" in self.details:  # the PRV did not run to the end: no bracket, and why
             return {"lower": None, "estimate": None, "upper": None, "scope": scope,
                     "not_available": self.details["prv_failed"]}
@@ -152,6 +155,10 @@ class EpsilonReport:
         if "not_available" in b:  # the published ε is the Rényi (or Gaussian) bound; the PRV's numbers do not exist
             lines.append(f"  PRV accountant: not available: {b['not_available']}")
             return lines
+        if "not_computed" in b and self.method == "paper":  # the default: one composition, its estimate and ε
+            lines.append(f"  {what}: estimate {b['estimate']:.{digits}f}; error bars (Monte Carlo replicates, tail "
+                         f"sensitivity, DKW bracket): {b['not_computed']}")
+            return lines
         if "not_computed" in b:  # the default: only the published ε was computed
             lines.append(f"  {what} (bracket, worst direction and spread): {b['not_computed']}")
             return lines
@@ -162,7 +169,12 @@ class EpsilonReport:
                      f"upper {fmt_up(b['upper'], digits)}"
                      + (" (the spread cover's, looser than the proven bound: not a bracket of epsilon)"
                         if loose else ""))
-        if self.method != "paper":
+        if self.method == "paper":  # the ends are statistical error bars; the DKW bracket beside them
+            d = self.details
+            lines.append(f"  (error bars, not bounds: Monte Carlo sd {d['mc_std_error']:.{digits}g} over "
+                         f"{d['mc_replicates']} replicates, tail sensitivity; DKW bracket "
+                         f"[{fmt_down(d['dkw_epsilon_lower'], digits)}, {fmt_up(d['dkw_epsilon_upper'], digits)}])")
+        else:
             lines.append(f"  worst case: {self.direction} direction, shift spread over {self.shape_k} coordinate(s)")
         return lines
 

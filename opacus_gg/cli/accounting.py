@@ -77,7 +77,8 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     from ..accountants.report import scope_fields
 
     paper = dict(n_samples=int(args.n_samples), seed=int(args.seed)) if args.mode == "paper" else {}
-    diagnostics = bool(args.verbose or args.diagnostics)  # the equal-spread PRV beside the published ε: when asked
+    # the equal-spread PRV beside the published ε, or paper mode's error bars: only when asked
+    diagnostics = bool(args.verbose or args.diagnostics)
     t0 = time.perf_counter()
     try:
         rep = compute_epsilon(noise_multiplier=args.noise_multiplier, mode=args.mode, eps_error=args.eps_error,
@@ -85,7 +86,7 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
                               progress=_computing if diagnostics else None, **kw, **paper)
     except (ValueError, ArithmeticError) as e:  # bad input, or a setting the numerics cannot certify
         raise _reword(e) from None
-    if diagnostics and rep.prv_bracket()["scope"] == "equal_spreads":  # the slow part ran: say how long
+    if diagnostics and (rep.mode == "paper" or rep.prv_bracket()["scope"] == "equal_spreads"):  # the slow part ran
         _stderr_line(f"diagnostics done in {time.perf_counter() - t0:.1f} s")
     if args.json:
         out = {**scope_fields(rep), "prv_bracket": rep.prv_bracket(), "mode": rep.mode,
@@ -179,7 +180,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
         needs_dim(b, args.clip_norm_p, args.dim)
     dim = int(args.dim or 1)
     rows = privacy_curve(betas, sigmas, mode=args.mode, eps_error=args.eps_error, delta=args.delta,
-                         sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p)
+                         sample_rate=args.sample_rate, steps=args.steps, dim=dim, clip_norm_p=args.clip_norm_p,
+                         diagnostics=args.diagnostics)
     write_curve_csv(rows, csv_path)
     plot_privacy_curve(rows, png, epsilon_line=args.epsilon_line)
     print(f"epsilon at delta = {args.delta:g}, q = {args.sample_rate:g}, steps = {args.steps}, dim = {dim} "
@@ -231,10 +233,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--verbose", action="store_true",
                    help="also compute and print the equal-spread ε, the PRV computation's bracket and the worst case "
                         "found (for β ≠ 1, 2 with d > 1: the equal-spread PRV, seconds to a minute, progress on "
-                        "stderr; the printed ε is the same)")
+                        "stderr; the printed ε is the same); with --mode paper the Monte Carlo error bars and DKW "
+                        "bracket (up to 12 more compositions)")
     p.add_argument("--diagnostics", action="store_true",
                    help="compute those diagnostics for --json too (prv_bracket, worst_direction, worst_shape_k, "
-                        "epsilon_equal_spreads); without it they are null and prv_bracket says 'not computed'")
+                        "epsilon_equal_spreads; paper mode's error bars in prv_bracket); without it they are null "
+                        "and prv_bracket says 'not computed'")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser("noise-multiplier", help="σ for a target ε",
@@ -261,4 +265,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plot", default="privacy_curve.png", help="PNG path")
     p.add_argument("--csv", default=None, help="CSV path (default: the PNG path with .csv)")
     p.add_argument("--epsilon-line", type=positive_float, default=None, help="draw a horizontal line at this ε")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="also fill the CSV's epsilon_lower/epsilon_upper where they are diagnostics (the equal-spread "
+                        "PRV's bracket, 2 more compositions per point; paper mode's Monte Carlo error bars, up to 12)")
     p.set_defaults(func=cmd_curve)

@@ -58,14 +58,16 @@ def parse_sigma_range(text: str) -> List[float]:
 
 def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: float, sample_rate: float = 1.0,
                   steps: int = 1, dim: int = 1, clip_norm_p: Optional[float] = None, mode: str = "certified",
-                  eps_error: float = 0.01,
+                  eps_error: float = 0.01, diagnostics: bool = False,
                   epsilon_fn: Optional[Callable[..., object]] = None) -> List[Dict[str, object]]:
     r"""ε(σ) for every (β, σ): one row per pair, ε from the accountant (an EpsilonReport).
 
     Rows carry ``epsilon`` with its ``epsilon_scope`` (the report's ``scope``: "proven" in certified mode, the
     paper's sampled-PRV number in paper mode is an "estimate"), its lower/estimate/upper, and ``paper_sigma`` = β·σ^β (the paper's σ_p at C = 1).
     Settings the accountant cannot bound give ε = inf and the reason in ``error`` (never a smaller number).
-    ``epsilon_fn`` defaults to :func:`opacus_gg.accountants.compute_epsilon`.
+    ``epsilon_fn`` defaults to :func:`opacus_gg.accountants.compute_epsilon`. ``diagnostics=True`` asks it for what
+    it computes only on request (the equal-spread PRV's bracket, paper mode's error bars: the lower/upper
+    columns); by default those cells are empty where the published ε does not need them.
     """
     betas = [validate_beta(b) for b in betas]
     if not sigmas:
@@ -86,7 +88,8 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
                                       "mode": mode, "error": ""}
             try:
                 rep = epsilon_fn(noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=delta,
-                                 beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error)
+                                 beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
+                                 **({"diagnostics": True} if diagnostics else {}))
             except (RuntimeError, OverflowError, FloatingPointError) as e:  # unbounded here: report, never hide
                 row.update(epsilon=math.inf, epsilon_lower=math.nan, epsilon_estimate=math.nan,
                            epsilon_upper=math.inf, certified=mode == "certified",
@@ -94,7 +97,7 @@ def privacy_curve(betas: Sequence[float], sigmas: Sequence[float], *, delta: flo
                            error=str(e).splitlines()[0] if str(e) else type(e).__name__)
             else:
                 # the PRV bracket, direction and spread: None (an empty cell) where they were not computed
-                # (β ≠ 1, 2 with d > 1: the equal-spread PRV beside the published bound is a diagnostic)
+                # (β ≠ 1, 2 with d > 1: the equal-spread PRV beside the published bound; paper mode: the error bars)
                 row.update(epsilon=float(rep.epsilon), epsilon_lower=rep.epsilon_lower,
                            epsilon_estimate=rep.epsilon_estimate, epsilon_upper=rep.epsilon_upper,
                            certified=bool(rep.certified), epsilon_scope=rep.scope, direction=rep.direction,
