@@ -192,6 +192,19 @@ def test_curve_writes_png_and_csv_next_to_each_other(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_curve_fills_the_diagnostic_columns_only_with_diagnostics(tmp_path):
+    """β = 1.5 with ℓ2 clipping, d = 10: the published ε is a ball bound, the equal-spread PRV's bracket beside it a
+    diagnostic: its CSV cells are empty by default and filled with --diagnostics, the ε column the same."""
+    base = ["curve", "--betas", "1.5", "--sigmas", "2", "--dim", "10", "--clip-norm-p", "2"]
+    rows = {}
+    for extra in ([], ["--diagnostics"]):
+        png = tmp_path / f"c{len(extra)}.png"
+        assert main(base + ["--plot", str(png)] + extra) == 0
+        rows[bool(extra)] = next(csv.DictReader(open(png.with_suffix(".csv"))))
+    assert rows[False]["epsilon"] == rows[True]["epsilon"]
+    assert rows[False]["epsilon_upper"] == "" and float(rows[True]["epsilon_upper"]) > 0
+
+
 def test_console_script_runs():
     # the one subprocess test: the installed console script (bad-argument exits are tested in-process)
     exe = shutil.which("opacus-gg")

@@ -88,3 +88,21 @@ def test_privacy_curve_with_accountant_certified_and_ordering():
                                   clip_norm_p=None, mode="certified", eps_error=0.01).epsilon
     assert abs(by[(2.0, 2.0)] - ref) < 0.05
     assert np.isfinite(list(by.values())).all()
+
+
+def test_paper_curve_error_bars_only_when_asked():
+    """Paper mode's rows carry the sampled-PRV ε; its error bars (the lower/upper columns) only with diagnostics,
+    around the same ε."""
+    import functools
+    import warnings
+
+    from opacus_gg.accountants import compute_epsilon
+
+    fn = functools.partial(compute_epsilon, n_samples=100_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # paper mode's NOT-a-guarantee label
+        fast = C.privacy_curve([1.5], [1.0], delta=1e-5, mode="paper", epsilon_fn=fn)[0]
+        full = C.privacy_curve([1.5], [1.0], delta=1e-5, mode="paper", epsilon_fn=fn, diagnostics=True)[0]
+    assert fast["epsilon"] == full["epsilon"] and fast["epsilon_estimate"] == full["epsilon_estimate"]
+    assert fast["epsilon_lower"] is None and fast["epsilon_upper"] is None and fast["epsilon_scope"] == "estimate"
+    assert full["epsilon_lower"] <= full["epsilon_estimate"] <= full["epsilon"] <= full["epsilon_upper"]

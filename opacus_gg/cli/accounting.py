@@ -266,6 +266,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--csv", default=None, help="CSV path (default: the PNG path with .csv)")
     p.add_argument("--epsilon-line", type=positive_float, default=None, help="draw a horizontal line at this ε")
     p.add_argument("--diagnostics", action="store_true",
-                   help="also fill the CSV's epsilon_lower/epsilon_upper where they are diagnostics (the equal-spread "
-                        "PRV's bracket, 2 more compositions per point; paper mode's Monte Carlo error bars, up to 12)")
+                   help="also fill the CSV's epsilon_lower/epsilon_upper where they are diagnostics (the "
+                        "equal-spread PRV's bracket, 2 more compositions per point; paper mode's Monte Carlo error "
+                        "bars, up to 12)")
     p.set_defaults(func=cmd_curve)

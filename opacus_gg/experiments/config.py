@@ -137,8 +137,9 @@ DEFAULTS: Config = {
         "poisson_sampling": True,
         "calibration": "certified",  # certified | paper: which ε the σ solver targets
         # also report the paper-mode ε (an estimate, NOT a guarantee for β ≠ 2): false | final | true (every
-        # epoch). It is a sampled PRV (10^6 draws per step shape): seconds to minutes per evaluation, so the
-        # default computes it once, after the last epoch
+        # epoch). It is a sampled PRV (10^6 draws per step shape, one composition, without its error bars): 0.1–0.5 s
+        # of CPU per evaluation at T ≤ 10^4 (docs/paper_mode_and_cli.md); the default computes it once, after the
+        # last epoch
         "paper_epsilon": "final",
         # also compute, after the last epoch, the equal-spread PRV ε beside the proven one (a diagnostic, not a
         # guarantee: seconds to a minute for β ≠ 2 with d > 1, so off by default; every row carries the proven ε)

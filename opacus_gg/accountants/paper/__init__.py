@@ -17,10 +17,10 @@ Gaussian; it is composed with Opacus's ``discretize``/``compose_heterogeneous``/
 cached keyed by every parameter that defines them (σ, q, β, n, seed) — the paper code's stale-cache fault
 is not reproduced.
 
-Error reporting (see ``docs/paper_mode_and_cli.md``): the Monte Carlo spread (independent replicates and
-the sensitivity to the few largest losses), the
-paper's Theorem 6 terms (both published versions, with why they are unusable), and a correct
-high-probability bracket from the Dvoretzky–Kiefer–Wolfowitz–Massart inequality.
+Error reporting (see ``docs/paper_mode_and_cli.md``): the paper's Theorem 6 terms (both published versions,
+with why they are unusable; closed forms, always), and with ``diagnostics=True`` (by default a query composes
+only the ε it prints) the Monte Carlo spread (independent replicates and the sensitivity to the few largest
+losses) and a correct high-probability bracket from the Dvoretzky–Kiefer–Wolfowitz–Massart inequality.
 """
 
 from .compose import dkw_radius, sampled_compose_epsilon

@@ -39,8 +39,9 @@ def sampled_epsilon_details(history: Sequence[tuple], delta: float, *, eps_error
       ``mc_std_error`` = sd(ε_r) over R independent full-size replicates (seeds derived from ``seed``);
       ``tail_sensitivity_lower/upper`` = ε estimate with the ``tail_count`` largest losses removed / doubled
       (the estimator is dominated by a few extreme samples when β > 2 and δ is small);
-      ``epsilon_lower``/``epsilon_upper`` = [min(ε_lo, ε_tail⁻ - ε_err) - z·sd, max(ε_up, ε_tail⁺ + ε_err) + z·sd]:
-      statistical error bars, not bounds; and the DKW bracket (:func:`.errors.dkw_bracket`).
+      ``epsilon_lower``/``epsilon_upper`` =
+      [min(ε_lo, ε_tail⁻ - ε_err) - z·sd, max(ε_up, ε_tail⁺ + ε_err) + z·sd]: statistical error bars, not bounds;
+      and the DKW bracket (:func:`.errors.dkw_bracket`).
     Without it ``epsilon_lower``/``epsilon_upper`` are None and ``diagnostics`` holds :data:`..report.NOT_COMPUTED`;
     ``epsilon`` and ``epsilon_estimate`` are bit-identical either way (the same composition, computed first).
     """
