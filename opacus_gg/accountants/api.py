@@ -113,7 +113,7 @@ def compute_epsilon_history(
     the report carries the published number alone, bit-identical, and says the rest was not computed
     (:meth:`.report.EpsilonReport.prv_bracket`). Where the PRV is the published ε it is always computed. In paper
     mode the published ε is one composition of the sampled PRV, and ``diagnostics`` adds its Monte Carlo error
-    bars and DKW bracket (R + 4 more compositions, :func:`.paper.sampled_epsilon_details`); ε is the same bits.
+    bars and DKW bracket (up to R + 4 more compositions, :func:`.paper.sampled_epsilon_details`); ε: the same bits.
     ``progress``: called with a short text before each diagnostic composition (where ``diagnostics`` runs it).
     """
     delta = validate_delta(delta)

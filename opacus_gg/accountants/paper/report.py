@@ -40,8 +40,8 @@ def sampled_epsilon_details(history: Sequence[tuple], delta: float, *, eps_error
       ``tail_sensitivity_lower/upper`` = ε estimate with the ``tail_count`` largest losses removed / doubled
       (the estimator is dominated by a few extreme samples when β > 2 and δ is small);
       ``epsilon_lower``/``epsilon_upper`` =
-      [min(ε_lo, ε_tail⁻ - ε_err) - z·sd, max(ε_up, ε_tail⁺ + ε_err) + z·sd]: statistical error bars, not bounds;
-      and the DKW bracket (:func:`.errors.dkw_bracket`).
+      [min(ε_lo, ε_tail⁻ - ε_err) - z·sd, max(ε_up, ε_tail⁺ + ε_err) + z·sd]: statistical error bars,
+      not bounds; and the DKW bracket (:func:`.errors.dkw_bracket`).
     Without it ``epsilon_lower``/``epsilon_upper`` are None and ``diagnostics`` holds :data:`..report.NOT_COMPUTED`;
     ``epsilon`` and ``epsilon_estimate`` are bit-identical either way (the same composition, computed first).
     """
@@ -74,13 +74,13 @@ def sampled_epsilon_details(history: Sequence[tuple], delta: float, *, eps_error
                                         delta=delta, prv_std=max(p.std() for p in prvs)))
     details["epsilon"] = up
     details["epsilon_estimate"] = est
-    if not diagnostics:  # the error bars: on request (R + 4 compositions)
+    if not diagnostics:  # the error bars: on request (up to R + 4 compositions)
         details.update(epsilon_lower=None, epsilon_upper=None, diagnostics=NOT_COMPUTED)
         return details
     details.update(_error_bars(hist, losses, prvs, domain, delta, eps_error, delta_error, (lo, est, up), seed=seed,
                                n_replicates=R, mc_z=mc_z, tail_count=int(tail_count), progress=progress))
     if progress is not None:
-        progress("DKW bracket (diagnostics): 2 compositions")
+        progress("DKW bracket (diagnostics): up to 2 compositions")
     details.update(dkw_bracket(prvs, steps, n, delta, eps_error, delta_error, dkw_failure_prob))
     return details
 
