@@ -166,3 +166,15 @@ def test_paper_diagnostics_progress_names_each_group():
         seen.clear()
         compute_epsilon(**PAPER, progress=seen.append)  # one composition: no lines
     assert seen == []
+
+
+def test_accountant_report_passes_paper_keywords_to_paper_mode():
+    """``GGPRVAccountant.get_epsilon_report(mode="paper", n_samples=…, seed=…)`` reaches paper mode: the same number
+    as ``compute_epsilon`` with those keywords, and another seed gives another Monte Carlo estimate."""
+    acc = GGPRVAccountant(beta=PAPER["beta"], dim=PAPER["dim"], clip_norm_p=PAPER["beta"])
+    acc.history = [(PAPER["noise_multiplier"], PAPER["sample_rate"], PAPER["steps"])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ours = acc.get_epsilon_report(PAPER["delta"], mode="paper", n_samples=PAPER["n_samples"], seed=PAPER["seed"])
+        other = acc.get_epsilon_report(PAPER["delta"], mode="paper", n_samples=PAPER["n_samples"], seed=4)
+    assert ours.epsilon == _paper_reports()[0].epsilon and other.epsilon != ours.epsilon

@@ -72,10 +72,13 @@ class GGPRVAccountant(IAccountant):
         bracket, worst direction and spread; seconds to a minute for β ≠ 2, d > 1; in ``mode="paper"`` the Monte
         Carlo error bars), as
         :func:`.api.compute_epsilon_history` describes, calling ``progress`` (e.g. ``print``) with a short text
-        before each of those compositions."""
+        before each of those compositions. Other keywords (``n_samples``, ``seed``) go to paper mode; in certified
+        mode they are ignored, as Opacus's ``get_epsilon(delta, **kwargs)`` ignores what it does not use."""
         hist = [self._complete(e) for e in self.history]
+        paper = kwargs if mode == "paper" else {}
         report = compute_epsilon_history(hist, delta, mode=mode, eps_error=eps_error, delta_error=delta_error,
-                                         ball_bound=self.ball_bound, diagnostics=diagnostics, progress=progress)
+                                         ball_bound=self.ball_bound, diagnostics=diagnostics, progress=progress,
+                                         **paper)
         if not self.poisson_sampling and report.scope != "estimate":  # the Poisson assumption does not hold
             report = dataclasses.replace(report, scope="shuffled")
         return report
