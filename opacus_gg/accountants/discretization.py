@@ -61,17 +61,14 @@ def lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray)
     only leaves the result slightly non-convex; the connect-the-dots step then clips a negative mass, which raises
     the curve.)"""
     idx = np.arange(x.size)
-    test = np.ones(x.size, dtype=bool)  # chain positions to test (interior ones only are read)
+    if idx.size < 3:
+        return idx
+    # the first pass tests every interior point against its neighbours in the input: slices for the gathers
+    # idx[q ± 1] of the passes below (the same floats: each test reads the same three points)
+    drop = _drop_above_chord(x[:-2], x[1:-1], x[2:], yd[:-2], yd[1:-1], yd[2:], yr[:-2], yr[1:-1], yr[2:],
+                             use_r[:-2] & use_r[1:-1] & use_r[2:])
+    q = np.arange(1, idx.size - 1)
     for _ in range(x.size):
-        if idx.size < 3:
-            return idx
-        q = np.flatnonzero(test[1:-1]) + 1  # chain positions tested in this pass
-        i0, i1, i2 = idx[q - 1], idx[q], idx[q + 1]
-        rr = use_r[i0] & use_r[i1] & use_r[i2]
-        y0 = np.where(rr, yr[i0], yd[i0])
-        y1 = np.where(rr, yr[i1], yd[i1])
-        y2 = np.where(rr, yr[i2], yd[i2])
-        drop = (y1 - y0) * (x[i2] - x[i0]) >= (y2 - y0) * (x[i1] - x[i0])
         if not drop.any():
             return idx
         keep = np.ones(idx.size, dtype=bool)
@@ -80,19 +77,39 @@ def lower_hull(x: np.ndarray, yd: np.ndarray, yr: np.ndarray, use_r: np.ndarray)
         near[:-1] |= ~keep[1:]
         near[1:] |= ~keep[:-1]
         idx, test = idx[keep], near[keep]
+        if idx.size < 3:
+            return idx
+        q = np.flatnonzero(test[1:-1]) + 1  # chain positions tested in this pass
+        i0, i1, i2 = idx[q - 1], idx[q], idx[q + 1]
+        drop = _drop_above_chord(x[i0], x[i1], x[i2], yd[i0], yd[i1], yd[i2], yr[i0], yr[i1], yr[i2],
+                                 use_r[i0] & use_r[i1] & use_r[i2])
     return idx
 
 
-def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray) -> np.ndarray:
+def _drop_above_chord(x0, x1, x2, yd0, yd1, yd2, yr0, yr1, yr2, rr) -> np.ndarray:
+    """Whether each middle point (x1, y1) lies on or above the chord of its neighbours (:func:`lower_hull`), read in yr
+    where ``rr`` (all three points accurate there) and in yd otherwise."""
+    y0 = np.where(rr, yr0, yd0)
+    y1 = np.where(rr, yr1, yd1)
+    y2 = np.where(rr, yr2, yd2)
+    return (y1 - y0) * (x2 - x0) >= (y2 - y0) * (x1 - x0)
+
+
+def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray, j: Optional[np.ndarray] = None) -> np.ndarray:
     """The piecewise-linear interpolant of the vertices (xh, yh) at xq, rounded up: y_0 + (x − x_0)·(y_1 − y_0)/(x_1 −
     x_0) in long double (errs by ≤ 4u_ld(|y_0| + |y_1|): the slope of a steep chord rounded), that bound added, then
     rounded up to float64 (np.interp in float64 fell up to 7.5·10^{−5} relative below a steep chord; a float64 bump
-    of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly."""
+    of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly. ``j``: the
+    index of each query's left vertex, ``searchsorted(xh, xq, "right") − 1`` clipped to [0, len(xh) − 2], if known."""
     ld = WIDE_DTYPE  # long double where it is IEEE-style (float64 elsewhere: then the bump is float64's)
     u_ld = float(np.finfo(ld).eps) / 2.0
-    j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
-    x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[j], xh[j + 1], yh[j], yh[j + 1]))
-    y = y0 + (np.asarray(xq, dtype=ld) - x0) * ((y1 - y0) / (x1 - x0)) + 4.0 * u_ld * (np.abs(y0) + np.abs(y1))
+    if j is None:
+        j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
+    # per hull segment (each query reads its segment's: the same operands, the same floats), then per query
+    x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[:-1], xh[1:], yh[:-1], yh[1:]))
+    slope = (y1 - y0) / (x1 - x0)
+    bump = 4.0 * u_ld * (np.abs(y0) + np.abs(y1))
+    y = y0[j] + (np.asarray(xq, dtype=ld) - x0[j]) * slope[j] + bump[j]
     out = y.astype(np.float64)
     out = np.where(out < y, np.nextafter(out, np.inf), out)
     return np.where(xq == xh[j], yh[j], out)
@@ -128,8 +145,16 @@ def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optiona
         return delta, r
     out_d = np.full(t.shape, np.nan)
     out_r = np.full(t.shape, np.nan)
-    out_d[pos] = _chord(alpha[pos], x[hull], yd[hull])
-    out_r[~pos] = _chord(alpha[~pos], x[hull], yr[hull])
+    jd = jr = None
+    if np.all(x[1:] > x[:-1]):
+        # x strictly increasing: the vertices at or left of x_k are the hull's indices ≤ k, so _chord's search is a
+        # running count (the same j)
+        on_hull = np.zeros(x.size, dtype=bool)
+        on_hull[hull] = True
+        left = np.clip(np.cumsum(on_hull) - 1, 0, hull.size - 2)[1:]
+        jd, jr = left[pos], left[~pos]
+    out_d[pos] = _chord(alpha[pos], x[hull], yd[hull], jd)
+    out_r[~pos] = _chord(alpha[~pos], x[hull], yr[hull], jr)
     lowered = max(float(np.max(delta[pos] - out_d[pos], initial=0.0)), float(np.max(r[~pos] - out_r[~pos], initial=0.0)))
     if not lowered <= tolerance:
         raise AccountingError(f"one-step privacy profile: not convex beyond round-off (its convex hull lowers a value "
@@ -394,6 +419,7 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
             f"delta or eps_error (now {eps_error:g})"
         )
     return Domain.create_aligned(-L, L, h)
+
 
 
 #: 2 directions × 24 segments (each pmf is one grid: ~10 MB at 10^4 steps)
