@@ -20,6 +20,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.prv import Domain
+from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
@@ -27,7 +28,7 @@ from .discrete import WIDE_DTYPE
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta, pairs_of
 
-__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "fft_friendly", "step_dprv", "MAX_DOMAIN_POINTS"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
@@ -418,8 +419,29 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
             f"at these settings it serves about steps <= {serve}: reduce steps, or increase noise_multiplier, "
             f"delta or eps_error (now {eps_error:g})"
         )
-    return Domain.create_aligned(-L, L, h)
+    return fft_friendly(Domain.create_aligned(-L, L, h), h)
 
+
+def fft_friendly(domain: Domain, mesh: float) -> Domain:
+    r"""``domain`` (aligned on ``mesh``) widened by the same number e of points at each end to the next size 2·m with m 5-smooth (2^a 3^b
+    5^c, ``scipy.fft.next_fast_len``), the domain itself where its size is one already (or where the widened one
+    would exceed MAX_DOMAIN_POINTS).
+
+    The FFT of Opacus's ``compose_heterogeneous`` runs pocketfft on the grid's length, which for a length with a
+    large prime factor takes Bluestein's algorithm: measured 5–7× slower (3.5·10⁶ points = 2·7·13·19379: 6.7 s
+    against 1.4 s at the 5-smooth 3,538,944). The widened grid keeps the aligned layout that Opacus's roll assumes
+    (t_min = −(N/2 − 1)·h, t_max = t_min + (N − 1)·h, the mesh h) and is wider: every bound of the grid holds on it
+    (the Chernoff half-width is a lower limit, Lemma R4; the mass at +∞ is δ_env at the top point, which only falls).
+    """
+    n = domain.size
+    wide = 2 * next_fast_len(n // 2, real=True)
+    if wide == n or wide > MAX_DOMAIN_POINTS or round(domain.t_min / mesh) != 1 - n // 2:
+        return domain
+    k_lo = 1 - wide // 2
+    out = Domain(t_min=float(k_lo * mesh), t_max=float((k_lo + wide - 1) * mesh), size=wide)
+    if not abs(out.dt - mesh) < 1e-8 * mesh:  # as create_aligned checks
+        raise AccountingError(f"widened PRV grid: mesh {out.dt!r} instead of {mesh!r}")
+    return out
 
 
 #: 2 directions × 24 segments (each pmf is one grid: ~10 MB at 10^4 steps)
