@@ -96,9 +96,11 @@ def _chord_envelope(pairs, q: float, s: np.ndarray, direction: str, stride: int,
     # anchors: every point where |s| ≤ exact_below (the curves bend most near s = 0, on the scale |s|),
     # every stride-th point beyond, and both ends
     idx = np.arange(n)
-    ia = np.flatnonzero((np.abs(s) <= exact_below) | (idx % stride == 0) | (idx == n - 1))
+    anchor = (np.abs(s) <= exact_below) | (idx % stride == 0) | (idx == n - 1)
+    ia = np.flatnonzero(anchor)
     env_a, ks, scores = _envelope(pairs, q, s[ia], direction)
-    seg_idx = np.minimum(np.searchsorted(ia, idx, side="right") - 1, ia.size - 2)
+    # the anchor at or left of each point: a running count of anchors (searchsorted(ia, idx, "right") − 1)
+    seg_idx = np.minimum(np.cumsum(anchor) - 1, ia.size - 2)
     left, right = ia[seg_idx], ia[seg_idx + 1]
     w = np.expm1(s - s[left]) / np.expm1(s[right] - s[left])
     env = env_a[seg_idx] + np.clip(w, 0.0, 1.0) * (env_a[seg_idx + 1] - env_a[seg_idx])
