@@ -53,6 +53,9 @@ def test_a_profile_flat_at_one_is_all_mass_at_infinity():
     delta, r = np.where(t >= 0, 1.0, np.nan), np.where(t < 0, np.exp(t), np.nan)
     omega, rho, c = discretization.ctd_pmf(t, delta, r)
     assert rho == 1.0 and float(omega.sum()) <= 1e-15 and c < 1e-12
+    # values one ulp above 1 (rounded up): the hull is (0, 1) cut flat, the same law
+    omega, rho, _ = discretization.ctd_pmf(t, np.nextafter(delta, 2.0), np.nextafter(r, 2.0))
+    assert rho == 1.0 and not omega.any()
 
 
 def test_a_profile_rising_after_a_jump_at_zero_is_cut_flat():

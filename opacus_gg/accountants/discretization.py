@@ -198,6 +198,8 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
     if vertices is None:
         return _ctd(t, delta, r, alpha)
     omega = np.zeros(t.size)
+    if vertices.size == 0:  # every value read is ≥ 1: the hull is flat at 1, all mass at +∞
+        return omega, 1.0, 0.0
     omega[vertices], rho, c = _ctd(t[vertices], delta[vertices], r[vertices], alpha[vertices])
     return omega, rho, c
 
