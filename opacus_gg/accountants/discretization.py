@@ -89,7 +89,7 @@ def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray) -> np.ndarray:
     rounded up to float64 (np.interp in float64 fell up to 7.5·10^{−5} relative below a steep chord; a float64 bump
     of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly.
 
-    The bound is local (docs/accounting.md, Lemma R8(c)): p̃ = P(1 + θ), |θ| ≤ γ_5 (two differences, the quotient,
+    The bound is local (docs/accounting.md, Lemma R8(e)(i)): p̃ = P(1 + θ), |θ| ≤ γ_5 (two differences, the quotient,
     the difference x − x_0 and the product; P the exact (x − x_0)·s), and the two sums round by u each, so the
     result, rounded to nearest, is ≥ y_0 + P + b(1 − u) − (5u + O(u²))|p̃| − 2u(1 + 9u)(|y_0| + |p̃|) ≥ y_0 + P.
     Before, b was 4u(|y_0| + |y_1|): not local (at x → x_0 it stays the size of the far vertex: a chord in
@@ -111,7 +111,7 @@ def _hull(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: np.ndarray,
           tolerance: float) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
     r"""(grid indices of the vertices, δ, r) of the non-increasing lower convex hull in α of (0, 1) and the values
     read (:func:`hull_profile`); indices None where every grid point is a vertex (δ, r then the values as read).
-    The hull is cut at its first vertex followed by a rising segment and continued flat from there (Lemma R8(c)).
+    The hull is cut at its first vertex followed by a rising segment and continued flat from there (Lemma R8(e)(ii)).
     AccountingError where it lowers a value read by more than ``tolerance``."""
     pos = t >= 0
     x = np.concatenate([[0.0], alpha])
@@ -163,7 +163,7 @@ def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optiona
     T2). Values that are upper bounds but not convex: the curves of a pair whose two laws' masses differ by
     round-off (after Lemma R7's bound and Lemma R6's normalization, by up to its C) jump at t = 0, where the reading
     switches from H(P‖Q) to H(Q‖P); connect the dots read across such a jump of size J a mass ~J/h, and where the
-    profile is flat beyond t = 0 the hull rises after it (docs/accounting.md, Lemma R8)."""
+    profile is flat beyond t = 0 the hull rises after it (docs/accounting.md, Lemma R8(c), (e))."""
     alpha = np.exp(t) if alpha is None else alpha
     _, out_d, out_r = _hull(t, delta, r, alpha, tolerance)
     return out_d, out_r
@@ -178,7 +178,7 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
     Where the hull drops points, the masses are those of connect the dots on its vertices alone (0 elsewhere): in
     exact arithmetic the same PMF as on every grid point (the hull is linear in α between vertices), without
     reading the chords back (their rounding made masses of ±u/h at every point between vertices, and the negative
-    ones clipped added up to 4·10^{−10}: Lemma R8(c)). On the points used:
+    ones clipped added up to 4·10^{−10}: Lemma R8(e)(iii)). On the points used:
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
     s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
@@ -238,7 +238,9 @@ def _ctd(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: np.ndarray) -> 
     use_u = np.zeros(n, dtype=bool)
     use_u[: max(j0 - 1, 0)] = True
     omega = np.maximum(alpha * np.where(use_u, du, ds), 0.0)
-    rho = float(full_delta[-1])  # the profile is flat beyond the last point: its value is the mass at +∞
+    # the profile is flat beyond the last point: its value is the mass at +∞ (also where that point is at t < 0: the
+    # hull cut flat there; it was taken as 0, which only a profile already 0 there passed the mass check with)
+    rho = float(full_delta[-1])
     check_pmf(omega, "one-step discrete PRV", mass_budget=pmf_mass_budget(n), inf_mass=rho, probability=True)
     return omega, rho, _relative_roundoff(full_delta, full_r, j0)
 
