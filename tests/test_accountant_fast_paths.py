@@ -172,12 +172,14 @@ def _lower_hull_oracle(x, yd, yr, use_r):
 
 
 def _chord_oracle(xq, xh, yh, j=None):
-    """``discretization._chord`` as first written: a search per query, the slope per query (``j`` ignored)."""
+    """``discretization._chord`` in its plain form: a search per query, the slope per query (``j`` ignored), the
+    local bound 8u(|y_0| + |p̃|) of Lemma R8(e)(i)."""
     ld = dz.WIDE_DTYPE
     u_ld = float(np.finfo(ld).eps) / 2.0
     j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
     x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[j], xh[j + 1], yh[j], yh[j + 1]))
-    y = y0 + (np.asarray(xq, dtype=ld) - x0) * ((y1 - y0) / (x1 - x0)) + 4.0 * u_ld * (np.abs(y0) + np.abs(y1))
+    p = (np.asarray(xq, dtype=ld) - x0) * ((y1 - y0) / (x1 - x0))
+    y = (y0 + p) + 8.0 * u_ld * (np.abs(y0) + np.abs(p))
     out = y.astype(np.float64)
     out = np.where(out < y, np.nextafter(out, np.inf), out)
     return np.where(xq == xh[j], yh[j], out)
@@ -201,7 +203,9 @@ def _chord_envelope_oracle(pairs, q, s, direction, stride, exact_below=0.0):
 
 #: one GG step per β (d = 1): the PRV path of β > 2 with d = 1, and β ≤ 2 and β = 2 that share its code
 _STEPS = [Segment(1.0, 0.01, 1, 3.0, 1, 3.0), Segment(0.8, 0.004, 1, 2.5, 1, 2.5), Segment(1.0, 0.05, 1, 1.5, 1, 1.5),
-          Segment(1.0, 0.01, 1, 2.0, 1, 2.0)]
+          Segment(1.0, 0.01, 1, 2.0, 1, 2.0),
+          # a loss far beyond the grid (test_accountant_far_loss.py): the hull is cut flat, its end vertex appended
+          Segment(1000.0, 0.01, 1, 1.0, 10 ** 9, float("inf"))]
 
 
 @pytest.mark.parametrize("seg", _STEPS, ids=lambda s: f"beta{s.beta:g}")

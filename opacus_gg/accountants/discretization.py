@@ -97,42 +97,40 @@ def _drop_above_chord(x0, x1, x2, yd0, yd1, yd2, yr0, yr1, yr2, rr) -> np.ndarra
 
 
 def _chord(xq: np.ndarray, xh: np.ndarray, yh: np.ndarray, j: Optional[np.ndarray] = None) -> np.ndarray:
-    """The piecewise-linear interpolant of the vertices (xh, yh) at xq, rounded up: y_0 + (x − x_0)·(y_1 − y_0)/(x_1 −
-    x_0) in long double (errs by ≤ 4u_ld(|y_0| + |y_1|): the slope of a steep chord rounded), that bound added, then
+    r"""The piecewise-linear interpolant of the vertices (xh, yh) at xq, rounded up: y = y_0 + p, p = (x − x_0)·s,
+    s = (y_1 − y_0)/(x_1 − x_0), in long double (u = u_ld), raised by b = 8u(|y_0| + |p̃|) (p̃ the computed p), then
     rounded up to float64 (np.interp in float64 fell up to 7.5·10^{−5} relative below a steep chord; a float64 bump
-    of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly. ``j``: the
-    index of each query's left vertex, ``searchsorted(xh, xq, "right") − 1`` clipped to [0, len(xh) − 2], if known."""
-    ld = WIDE_DTYPE  # long double where it is IEEE-style (float64 elsewhere: then the bump is float64's)
+    of its bound made kinks that connect the dots read as masses of ~10^{−10}). Vertices are read exactly.
+
+    The bound is local (docs/accounting.md, Lemma R8(e)(i)): p̃ = P(1 + θ), |θ| ≤ γ_5 (two differences, the quotient,
+    the difference x − x_0 and the product; P the exact (x − x_0)·s), and the two sums round by u each, so the
+    result, rounded to nearest, is ≥ y_0 + P + b(1 − u) − (5u + O(u²))|p̃| − 2u(1 + 9u)(|y_0| + |p̃|) ≥ y_0 + P.
+    Before, b was 4u(|y_0| + |y_1|): not local (at x → x_0 it stays the size of the far vertex: a chord in
+    r = δ − 1 + α from (0, 0) to a vertex at α = e^{32} raised every r at t < 0 by 1.7·10^{−5}, and connect the dots
+    read that jump at t = 0 as a mass of 0.0107), and short of the ≈ 7u|y_1 − y_0| that the error can reach near
+    x_1. ``j``: the index of each query's left vertex, ``searchsorted(xh, xq, "right") − 1`` clipped to
+    [0, len(xh) − 2], if known."""
+    ld = WIDE_DTYPE  # long double where it is IEEE-style (float64 elsewhere: then the bound is float64's)
     u_ld = float(np.finfo(ld).eps) / 2.0
     if j is None:
         j = np.clip(np.searchsorted(xh, xq, side="right") - 1, 0, xh.size - 2)
-    # per hull segment (each query reads its segment's: the same operands, the same floats), then per query
+    # the slope per hull segment (each query reads its segment's: the same operands, the same floats), then per query
     x0, x1, y0, y1 = (np.asarray(v, dtype=ld) for v in (xh[:-1], xh[1:], yh[:-1], yh[1:]))
     slope = (y1 - y0) / (x1 - x0)
-    bump = 4.0 * u_ld * (np.abs(y0) + np.abs(y1))
-    y = y0[j] + (np.asarray(xq, dtype=ld) - x0[j]) * slope[j] + bump[j]
+    y0j = y0[j]
+    p = (np.asarray(xq, dtype=ld) - x0[j]) * slope[j]
+    y = (y0j + p) + 8.0 * u_ld * (np.abs(y0j) + np.abs(p))
     out = y.astype(np.float64)
     out = np.where(out < y, np.nextafter(out, np.inf), out)
     return np.where(xq == xh[j], yh[j], out)
 
 
-def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optional[np.ndarray] = None,
-                 tolerance: float = HULL_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray]:
-    r"""(δ, r) of the lower convex hull in α = e^t of the points (0, 1) and (α_i, δ_i), read back on t: δ where
-    t ≥ 0, r = δ − 1 + α where t < 0 (each side read, and interpolated between hull vertices, in its accurate
-    coordinate; both are linear in α). ``delta`` is read where t ≥ 0 and ``r`` where t < 0, as by :func:`ctd_pmf`.
-    AccountingError where the hull lowers a value by more than ``tolerance`` (a profile read from exact pairs is
-    convex up to round-off; from discrete pairs, up to a jump at t = 0: :func:`hull_tolerance`; the ball table's
-    envelopes of maxima and Chernoff bounds are not convex, and pass ∞). Between hull vertices the chords are
-    rounded up (:func:`_chord`).
-
-    Every privacy profile is convex in α, non-increasing and 1 at α = 0; where the values read are ≥ such a profile
-    (upper bounds), so is their lower convex hull (the largest convex function below them), and the connect-the-dots
-    PMF of the hull has no negative mass to clip and mass 1 (Lemma T2). Values that are upper bounds but not convex:
-    the curves of a pair whose two laws' masses differ by round-off (after Lemma R7's bound and Lemma R6's
-    normalization, by up to its C) jump at t = 0, where the reading switches from H(P‖Q) to H(Q‖P); connect the dots
-    read across such a jump of size J a mass ~J/h (docs/accounting.md, Lemma R8)."""
-    alpha = np.exp(t) if alpha is None else alpha
+def _hull(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: np.ndarray,
+          tolerance: float) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
+    r"""(grid indices of the vertices, δ, r) of the non-increasing lower convex hull in α of (0, 1) and the values
+    read (:func:`hull_profile`); indices None where every grid point is a vertex (δ, r then the values as read).
+    The hull is cut at its first vertex followed by a rising segment and continued flat from there (Lemma R8(e)(ii)).
+    AccountingError where it lowers a value read by more than ``tolerance``."""
     pos = t >= 0
     x = np.concatenate([[0.0], alpha])
     use_r = np.concatenate([[True], ~pos])
@@ -142,32 +140,71 @@ def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optiona
     yd[1:][pos], yr[1:][pos] = delta[pos], delta[pos] - 1.0 + alpha[pos]
     yd[1:][~pos], yr[1:][~pos] = 1.0 - alpha[~pos] + r[~pos], r[~pos]
     hull = lower_hull(x, yd, yr, use_r)
-    if hull.size == x.size:  # already convex: the values as read
-        return delta, r
+    # rising segments (δ up, i.e. r up by more than α), each read in the coordinate of its two ends
+    a, b = hull[:-1], hull[1:]
+    both_r = use_r[a] & use_r[b]
+    rising = np.where(both_r, yr[b] - yr[a] > x[b] - x[a], yd[b] > yd[a])
+    if rising.any():
+        hull = hull[: int(np.argmax(rising)) + 1]
+    if hull.size == x.size:  # already convex and non-increasing: the values as read
+        return None, delta, r
+    flat = hull[-1] != x.size - 1  # beyond the last vertex the hull is flat at its value
+    xh, ydh, yrh = x[hull], yd[hull], yr[hull]
+    if flat:  # an end vertex at α_N with the same δ (its r = δ − 1 + α_N, only read where a vertex is at t < 0)
+        xh, ydh, yrh = np.append(xh, x[-1]), np.append(ydh, ydh[-1]), np.append(yrh, ydh[-1] - 1.0 + x[-1])
     out_d = np.full(t.shape, np.nan)
     out_r = np.full(t.shape, np.nan)
     jd = jr = None
     if np.all(x[1:] > x[:-1]):
-        # x strictly increasing: the vertices at or left of x_k are the hull's indices ≤ k, so _chord's search is a
-        # running count (the same j)
+        # x strictly increasing: the vertices at or left of x_k are the hull's indices ≤ k (the flat end vertex, if
+        # any, is x's last point), so _chord's search is a running count (the same j)
         on_hull = np.zeros(x.size, dtype=bool)
         on_hull[hull] = True
-        left = np.clip(np.cumsum(on_hull) - 1, 0, hull.size - 2)[1:]
+        left = np.clip(np.cumsum(on_hull) - 1, 0, xh.size - 2)[1:]
         jd, jr = left[pos], left[~pos]
-    out_d[pos] = _chord(alpha[pos], x[hull], yd[hull], jd)
-    out_r[~pos] = _chord(alpha[~pos], x[hull], yr[hull], jr)
+    out_d[pos] = _chord(alpha[pos], xh, ydh, jd)
+    out_r[~pos] = _chord(alpha[~pos], xh, yrh, jr)
     lowered = max(float(np.max(delta[pos] - out_d[pos], initial=0.0)), float(np.max(r[~pos] - out_r[~pos], initial=0.0)))
     if not lowered <= tolerance:
         raise AccountingError(f"one-step privacy profile: not convex beyond round-off (its convex hull lowers a value "
                               f"by {lowered:.3g} > {tolerance:g})")
+    return hull[hull > 0] - 1, out_d, out_r
+
+
+def hull_profile(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: Optional[np.ndarray] = None,
+                 tolerance: float = HULL_ROUNDOFF) -> Tuple[np.ndarray, np.ndarray]:
+    r"""(δ, r) of the non-increasing lower convex hull in α = e^t of the points (0, 1) and (α_i, δ_i), read back on
+    t: δ where t ≥ 0, r = δ − 1 + α where t < 0 (each side read, and interpolated between hull vertices, in its
+    accurate coordinate; both are linear in α). ``delta`` is read where t ≥ 0 and ``r`` where t < 0, as by
+    :func:`ctd_pmf`. AccountingError where the hull lowers a value by more than ``tolerance`` (a profile read from
+    exact pairs is convex up to round-off; from discrete pairs, up to a jump at t = 0: :func:`hull_tolerance`; the
+    ball table's envelopes of maxima and Chernoff bounds are not convex, and pass ∞). Between hull vertices the
+    chords are rounded up (:func:`_chord`); these are the values that :func:`ctd_pmf` realizes (it builds its masses
+    from the vertices alone).
+
+    Every privacy profile is convex in α, non-increasing and 1 at α = 0; where the values read are ≥ such a profile
+    (upper bounds), so is their lower convex hull (the largest convex function below them), and, where that rises
+    (a last value read above the lowest one), the hull cut at its lowest vertex and continued flat: a non-increasing
+    profile is ≤ its value there beyond it. Its connect-the-dots PMF has no negative mass to clip and mass 1 (Lemma
+    T2). Values that are upper bounds but not convex: the curves of a pair whose two laws' masses differ by
+    round-off (after Lemma R7's bound and Lemma R6's normalization, by up to its C) jump at t = 0, where the reading
+    switches from H(P‖Q) to H(Q‖P); connect the dots read across such a jump of size J a mass ~J/h, and where the
+    profile is flat beyond t = 0 the hull rises after it (docs/accounting.md, Lemma R8(c), (e))."""
+    alpha = np.exp(t) if alpha is None else alpha
+    _, out_d, out_r = _hull(t, delta, r, alpha, tolerance)
     return out_d, out_r
 
 
 def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
             tolerance: float = HULL_ROUNDOFF) -> Tuple[np.ndarray, float, float]:
-    r"""Dominating discrete P-law on the grid t ("connect the dots") of the lower convex hull of the values read
-    (:func:`hull_profile`, ``tolerance`` its tolerance: the values themselves where they are convex); returns
-    (ω, mass at +∞, c).
+    r"""Dominating discrete P-law on the grid t ("connect the dots") of the non-increasing lower convex hull of the
+    values read (:func:`hull_profile`, ``tolerance`` its tolerance: the values themselves where they are convex and
+    non-increasing); returns (ω, mass at +∞, c).
+
+    Where the hull drops points, the masses are those of connect the dots on its vertices alone (0 elsewhere): in
+    exact arithmetic the same PMF as on every grid point (the hull is linear in α between vertices), without
+    reading the chords back (their rounding made masses of ±u/h at every point between vertices, and the negative
+    ones clipped added up to 4·10^{−10}: Lemma R8(e)(iii)). On the points used:
 
     ω_i = α_i (s_i − s_{i−1}) with chord slopes s_j = (δ_{j+1} − δ_j)/(α_{j+1} − α_j), s_{−1} = (δ_0 − 1)/α_0,
     s_{N−1} = 0. Where t < 0 the slopes are taken from r = δ − 1 + α (s = −1 + Δr/Δα), without cancellation.
@@ -177,12 +214,25 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
     multiplied by up to 1/Δα; Lemma R5).
 
     c bounds the relative round-off of the PMF's privacy profile: δ_ω(t) ≥ (1 − c)·δ_in(t) at every t, δ_in the
-    connect-the-dots profile of the values read (docs/accounting.md, Lemma R5); clipping a negative ω_i to 0 only
-    raises δ_ω. Checked (Lemma R2): the values read are finite, and Σω + ρ = δ_env(α → 0) = 1 up to
-    :func:`pmf_mass_budget` (the sum telescopes to 1 in exact arithmetic); AccountingError otherwise.
+    connect-the-dots profile of the values read (docs/accounting.md, Lemma R5; between vertices both are linear in
+    α, so the bound at the vertices holds there too); clipping a negative ω_i to 0 only raises δ_ω. Checked (Lemma
+    R2): the values read are finite, and Σω + ρ = δ_env(α → 0) = 1 up to :func:`pmf_mass_budget` (the sum
+    telescopes to 1 in exact arithmetic); AccountingError otherwise.
     """
     alpha = np.exp(t)
-    delta, r = hull_profile(t, delta, r, alpha, tolerance)
+    vertices, _, _ = _hull(t, delta, r, alpha, tolerance)
+    if vertices is None:
+        return _ctd(t, delta, r, alpha)
+    omega = np.zeros(t.size)
+    if vertices.size == 0:  # every value read is ≥ 1: the hull is flat at 1, all mass at +∞
+        return omega, 1.0, 0.0
+    omega[vertices], rho, c = _ctd(t[vertices], delta[vertices], r[vertices], alpha[vertices])
+    return omega, rho, c
+
+
+def _ctd(t: np.ndarray, delta: np.ndarray, r: np.ndarray, alpha: np.ndarray) -> Tuple[np.ndarray, float, float]:
+    """(ω, ρ, c) of :func:`ctd_pmf` on the points t (increasing, not necessarily equally spaced) of values that
+    are convex and non-increasing up to round-off."""
     n = t.size
     da = alpha[:-1] * np.expm1(np.diff(t))
     neg = ~(t >= 0)
@@ -214,7 +264,9 @@ def ctd_pmf(t: np.ndarray, delta: np.ndarray, r: np.ndarray,
     use_u = np.zeros(n, dtype=bool)
     use_u[: max(j0 - 1, 0)] = True
     omega = np.maximum(alpha * np.where(use_u, du, ds), 0.0)
-    rho = float(delta[-1]) if not neg[-1] else 0.0
+    # the profile is flat beyond the last point: its value is the mass at +∞ (also where that point is at t < 0: the
+    # hull cut flat there; it was taken as 0, which only a profile already 0 there passed the mass check with)
+    rho = float(full_delta[-1])
     check_pmf(omega, "one-step discrete PRV", mass_budget=pmf_mass_budget(n), inf_mass=rho, probability=True)
     return omega, rho, _relative_roundoff(full_delta, full_r, j0)
 
@@ -269,8 +321,10 @@ _MGF_ROWS = 8
 
 def log_mgf(lp: np.ndarray, t: np.ndarray, lams: np.ndarray) -> np.ndarray:
     r"""K(λ) = log Σ_j e^{lp_j + λ t_j} for each λ in ``lams``: ``scipy.special.logsumexp(lp + λ·t)``, the same floats,
-    in blocks of rows that stay in cache (:func:`_logsumexp_rows`)."""
-    out = np.empty(len(lams))
+    in blocks of rows that stay in cache (:func:`_logsumexp_rows`); −∞ where there is no mass (all at +∞)."""
+    out = np.full(len(lams), -np.inf)
+    if lp.size == 0:
+        return out
     for i in range(0, len(lams), _MGF_ROWS):
         out[i:i + _MGF_ROWS] = _logsumexp_rows(lp[None, :] + lams[i:i + _MGF_ROWS, None] * t[None, :])
     return out
