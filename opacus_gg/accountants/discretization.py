@@ -27,7 +27,7 @@ from .discrete import WIDE_DTYPE
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta, pairs_of
 
-__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "step_dprv", "logsumexp_rows", "MAX_DOMAIN_POINTS"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
@@ -243,14 +243,14 @@ _MGF_ROWS = 8
 
 def log_mgf(lp: np.ndarray, t: np.ndarray, lams: np.ndarray) -> np.ndarray:
     r"""K(λ) = log Σ_j e^{lp_j + λ t_j} for each λ in ``lams``: ``scipy.special.logsumexp(lp + λ·t)``, the same floats,
-    in blocks of rows that stay in cache (:func:`_logsumexp_rows`)."""
+    in blocks of rows that stay in cache (:func:`logsumexp_rows`)."""
     out = np.empty(len(lams))
     for i in range(0, len(lams), _MGF_ROWS):
-        out[i:i + _MGF_ROWS] = _logsumexp_rows(lp[None, :] + lams[i:i + _MGF_ROWS, None] * t[None, :])
+        out[i:i + _MGF_ROWS] = logsumexp_rows(lp[None, :] + lams[i:i + _MGF_ROWS, None] * t[None, :])
     return out
 
 
-def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+def logsumexp_rows(a: np.ndarray) -> np.ndarray:
     r"""``scipy.special.logsumexp(a, axis=1)`` of a 2-D float64 array, the same floats: scipy's steps for real input
     (the maxima m_i of each row taken out of its sum: log1p(Σ_{j ≠ max} e^{a_j − a_max}/n_max) + log n_max + a_max),
     without its second pass of exp over the whole array, which it reads only where that result is not finite: those
