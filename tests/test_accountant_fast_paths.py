@@ -199,6 +199,12 @@ def test_tilt_pmf_equals_its_plain_form_bit_for_bit():
             pmf[rng.integers(0, n, max(n // 5, 1))] = 10.0 ** -rng.uniform(308.0, 323.0, max(n // 5, 1))
             fast, plain = cp.tilt_pmf(pmf, t, lam), _tilt_pmf_oracle(pmf, t, lam)
             assert all(_same_floats(a, b) for a, b in zip(fast, plain)), (n, lam)
+            pmf[n // 2] = np.nan  # a NaN mass stays NaN (never a 0 that passes check_finite)
+            with np.errstate(invalid="ignore"):
+                fast, plain = cp.tilt_pmf(pmf, t, lam), _tilt_pmf_oracle(pmf, t, lam)
+            assert np.isnan(fast[0][n // 2]) and all(_same_floats(a, b) for a, b in zip(fast, plain)), (n, lam)
+            pmf[n // 2] = 0.0
+            fast = cp.tilt_pmf(pmf, t, lam)
             with np.errstate(divide="ignore"):
                 x = np.log(pmf) + lam * t - fast[1]
             band += int(np.count_nonzero((x >= -709.0) & (x < -708.4)))

@@ -235,15 +235,15 @@ def tilt_pmf(pmf: np.ndarray, t: np.ndarray, lam: float) -> Tuple[np.ndarray, fl
 
     The same floats as computed plainly (``tests/test_accountant_fast_paths.py``): log p once (for the tilt and for
     κ: the log of each entry is the same float either way), log Z by :func:`.discretization.logsumexp_rows` (scipy's
-    ``logsumexp``, the same floats), and e^{x} only at x = lw − log Z ≥ −709: below, e^{x} < e^{−709} < 2^{−1022}
-    (one rounding away from the true value, which is below the normal range by ≥ 10^{−308}·0.45), so the entry is
-    dropped whatever exp returns; exp there costs ~35× a normal one (subnormal results)."""
+    ``logsumexp``, the same floats), and e^{x} only where x = lw − log Z is not below −709 (NaN included): below,
+    e^{x} < e^{−709} ≈ 1.217·10^{−308} < 2^{−1022} ≈ 2.225·10^{−308}, and exp, within one subnormal unit there, returns
+    less than 2^{−1022} too, so the entry is dropped whatever it returns; exp there costs ~35× a normal one."""
     with np.errstate(divide="ignore"):
         log_p = np.log(pmf)
     lw = log_p + lam * t
     log_z = float(logsumexp_rows(lw[None, :])[0])
     x = lw - log_z
-    normal = x >= _EXP_NORMAL_MIN
+    normal = ~(x < _EXP_NORMAL_MIN)  # a NaN goes through exp and stays NaN (check_finite refuses it downstream)
     tilted = np.zeros_like(pmf)
     tilted[normal] = np.exp(x[normal])
     pos = pmf > 0
