@@ -1,6 +1,6 @@
 """The proven accountant's query time as ratios to Opacus's PRVAccountant (issue 33).
 
-``python benchmarks/query_speed.py [--runs 3] [--quick] [--solve] [--betas ...] [--dims ...]``.
+``python benchmarks/query_speed.py [--runs 3] [--quick] [--solve] [--betas ...] [--dims ...] [--triple σ q T]``.
 
 Rows: β ∈ {1, 1.2, 1.5, 1.8, 2, 2.5, 3} × p ∈ {β, 2} × d ∈ {1, 2410, 10^6} × (σ, q, T) ∈ {(1, 0.01, 1000),
 (0.8, 0.004, 10^4)}, δ = 10^{-5}. Per row, in this one process, alternated ``--runs`` times (the median printed):
@@ -52,12 +52,13 @@ QUICK = ((2.0, 2.0, 1), (1.5, 2.0, 2410), (1.5, 1.5, 2410), (1.2, 2.0, 1_000_000
          (3.0, 3.0, 100), (1.0, 1.0, 1_000_000))
 
 
-def rows(quick: bool, betas=BETAS, dims=DIMS):
-    """(β, p, d, σ, q, T) of the table (p = β and p = 2, once where they agree), at the given β and d only."""
+def rows(quick: bool, betas=BETAS, dims=DIMS, triples=TRIPLES):
+    """(β, p, d, σ, q, T) of the table (p = β and p = 2, once where they agree), at the given β, d and (σ, q, T)
+    only (``--quick``: its rows at the first (σ, q, T))."""
     if quick:
         return [(b, p, d) + TRIPLES[0] for b, p, d in QUICK if b in betas and d in dims]
     out = []
-    for trip in TRIPLES:
+    for trip in triples:
         for b in betas:
             for p in sorted({b, 2.0}):
                 for d in dims:
@@ -137,7 +138,9 @@ def main(argv=None) -> None:
     ap.add_argument("--solve", action="store_true", help="also the σ solve against Opacus's (slow)")
     ap.add_argument("--betas", type=float, nargs="+", default=BETAS, help="only the rows at these β")
     ap.add_argument("--dims", type=int, nargs="+", default=DIMS, help="only the rows at these d")
+    ap.add_argument("--triple", type=float, nargs=3, metavar=("SIGMA", "Q", "T"), help="only the rows at this (σ, q, T)")
     args = ap.parse_args(argv)
+    triples = TRIPLES if args.triple is None else ((args.triple[0], args.triple[1], int(args.triple[2])),)
     _opacus(1.0, 0.01, 100)  # first-call costs of both libraries (lazy imports inside) are not a row's
     _gg(1.5, 2.0, 10, 1.0, 0.01, 100)
     print(f"delta = {DELTA:g}; medians of {args.runs} alternated runs; ratios to Opacus's PRVAccountant.get_epsilon "
@@ -146,7 +149,7 @@ def main(argv=None) -> None:
            f"{'cold':>7} {'again':>7} {'+100':>7}"
     print(head + (f" {'solve s':>8} {'solve':>7} {'cli':>7}" if args.solve else ""))
     worst = 0.0
-    for row in rows(args.quick, tuple(args.betas), tuple(args.dims)):
+    for row in rows(args.quick, tuple(args.betas), tuple(args.dims), triples):
         beta, p, d, sigma, q, steps = row
         r = measure(row, args.runs, args.solve)
         worst = max(worst, r["r_cold"])
