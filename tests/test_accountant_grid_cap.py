@@ -2,7 +2,8 @@
 (``discretization.mesh_coarsening``), so a wide grid keeps at most the points Opacus's mesh puts on ±FAST_HALF_WIDTH.
 
 Oracles: the same composition with the cap switched off (``MAX_MESH_COARSENING = 0`` by monkeypatch, i.e. the grid
-rule before the cap), and the grid sizes computed here from ``mesh_for`` and the quantization the docstring states.
+rule before the cap), the grid sizes computed here from ``mesh_for`` and the quantization the docstring states, and
+the rigorous lower bound of :mod:`lower_bound_oracle` (shares no code) on capped grids.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from opacus_gg.accountants.history import Segment
 DELTA, DELTA_ERROR, EPS_ERROR = 1e-5, 1e-8, 0.01
 
 
-def _compose(seg: Segment, mesh=None):
+def _compose(seg: Segment, mesh=None, direction: str = "remove"):
     dz.step_dprv.cache_clear()
-    return cp.compose_history([seg], DELTA, "remove", eps_error=EPS_ERROR, delta_error=DELTA_ERROR, mesh=mesh)
+    return cp.compose_history([seg], DELTA, direction, eps_error=EPS_ERROR, delta_error=DELTA_ERROR, mesh=mesh)
 
 
 def _cap_points(steps: int) -> float:
@@ -76,3 +77,15 @@ def test_a_caller_given_finer_mesh_wins_over_the_cap():
     # a coarser caller's mesh than the capped one does not coarsen it further
     capped = dz.make_domain([seg], "remove", DELTA_ERROR, EPS_ERROR)
     assert dz.make_domain([seg], "remove", DELTA_ERROR, EPS_ERROR, mesh=1.0).dt == capped.dt > dom.dt
+
+
+@pytest.mark.parametrize("beta,sigma,q,steps", [(3.0, 0.5, 1.0, 3), (3.0, 0.7, 0.5, 4), (2.5, 0.4, 1.0, 2)])
+def test_capped_grid_epsilon_is_above_the_rigorous_lower_bound(beta, sigma, q, steps):
+    # small T with ε 28–54: half-widths 54–91, meshes 6–10× Opacus's; the oracle (tests/lower_bound_oracle.py:
+    # losses rounded down, exact convolution) shares no code with the accountant
+    from lower_bound_oracle import epsilon_lower
+
+    seg = Segment(sigma, q, steps, beta, 1, 2.0)
+    results = [_compose(seg, direction=d) for d in ("remove", "add")]
+    assert max(r.mesh / dz.mesh_for(EPS_ERROR, steps, DELTA_ERROR) for r in results) > 4.0  # the cap engaged
+    assert max(r.epsilon_upper for r in results) >= epsilon_lower([(sigma, q, steps, beta)], DELTA)
