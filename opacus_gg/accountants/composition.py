@@ -22,7 +22,7 @@ from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterog
 
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, fft_convolution_error, fft_eta
 
-from .discretization import ctd_pmf, fine_half_width, hull_tolerance, logsumexp_rows, make_domain, step_dprv
+from .discretization import ctd_pmf, fine_half_width, hull_tolerance, logsumexp_rows, make_domain, mesh_for, step_dprv
 from .history import PairSegment, Segment
 from .profile import one_step_delta
 
@@ -431,7 +431,9 @@ def compose_history(
         )
     plain = _certified_composition(steps, domain, 0.0)
     est = epsilon_for_delta(plain, eff_delta)
-    lo = max(epsilon_for_delta(plain, eff_delta + delta_error) - eps_error, 0.0)
+    # Opacus's ε_error is the error of its mesh; a grid the cap made coarser (make_domain) widens it in proportion
+    lo_error = eps_error * max(1.0, float(domain.dt) / mesh_for(eps_error, sum(s.steps for s in segs), delta_error))
+    lo = max(epsilon_for_delta(plain, eff_delta + delta_error) - lo_error, 0.0)
     up = epsilon_for_delta(plain, target, plain.log_bound)
     naive = epsilon_for_delta(plain, target)
     if up < naive:  # on one PMF the round-off bound only ever raises ε: a smaller one means a step above went wrong

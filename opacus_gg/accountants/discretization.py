@@ -8,7 +8,7 @@ dominates the true one for every ε, so its composition is an upper bound. Its P
 s_{−1} = (δ_0 − 1)/α_0, s_{N−1} = 0, and a mass δ_env(t_{N−1}) at +∞ that is added to δ.
 
 Grid: mesh h = ε_error / sqrt(T · log(12/δ_error) / 2) (Opacus's), half-width L from a Chernoff bound
-(:func:`domain_size`).
+(:func:`domain_size`); beyond L = FAST_HALF_WIDTH the mesh grows with L (:func:`mesh_coarsening`, the grid cap).
 """
 
 from __future__ import annotations
@@ -28,10 +28,17 @@ from .discrete import WIDE_DTYPE
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta, pairs_of
 
-__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "fft_friendly", "step_dprv", "logsumexp_rows", "MAX_DOMAIN_POINTS"]
+__all__ = ["ctd_pmf", "hull_profile", "hull_tolerance", "lower_hull", "pmf_mass_budget", "mesh_for", "domain_size", "fine_half_width", "make_domain", "fft_friendly", "step_dprv", "logsumexp_rows", "MAX_DOMAIN_POINTS",
+           "FAST_HALF_WIDTH", "MAX_MESH_COARSENING", "mesh_coarsening"]
 
 #: refuse (ValueError) rather than allocate more grid points than this
 MAX_DOMAIN_POINTS = 60_000_000
+#: the grid cap (:func:`mesh_coarsening`): beyond this half-width the mesh grows with L, so a grid keeps at most the
+#: 2·L_F/h_O points Opacus's mesh h_O puts on ±L_F (a power of 2; every β ≤ 2 row of benchmarks/query_speed.py has
+#: L ≤ 8 and keeps its grid)
+FAST_HALF_WIDTH = 8.0
+#: the cap coarsens the mesh by at most 2^{k/4} with k ≤ this (× 16), beyond which the grid grows again
+MAX_MESH_COARSENING = 16
 
 
 #: what the convex hull may lower a value read from curves of exact pairs (:func:`hull_profile`): round-off only
@@ -431,17 +438,29 @@ def fine_half_width(steps: Sequence[Tuple[np.ndarray, int]], ts: np.ndarray, del
     return float(np.min((logk - log_target) / lams))
 
 
+def mesh_coarsening(half_width_exponent: int) -> int:
+    r"""Quarter-octave steps k (the mesh × 2^{k/4}) that the grid cap takes for a half-width L = 2^{b/8}: the fewest
+    that bring 2L/h to at most 2·FAST_HALF_WIDTH/h_O (h_O: :func:`mesh_for` quantized), i.e. k = ⌈(b − 8·log₂ L_F)/2⌉,
+    0 where L ≤ L_F and at most MAX_MESH_COARSENING. Any mesh gives a dominating discretization (docs/accounting.md,
+    "The grid cap")."""
+    over = half_width_exponent - 8 * int(math.log2(FAST_HALF_WIDTH))
+    return min(max(0, -(-over // 2)), MAX_MESH_COARSENING)
+
+
 def _grid(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float, min_half_width: float,
           mesh: Optional[float]) -> Tuple[float, float]:
-    """(L, mesh) of :func:`make_domain`, quantized (powers of 2^(1/8) and 2^(1/4))."""
+    """(L, mesh) of :func:`make_domain`, quantized (powers of 2^(1/8) and 2^(1/4)); the mesh coarsened by
+    :func:`mesh_coarsening` where L > FAST_HALF_WIDTH, unless ``mesh`` (a caller's finer grid) is finer."""
     total = sum(s.steps for s in segs)
     L = max(domain_size(segs, direction, delta_error, eps_error), min_half_width)
-    mesh = mesh_for(eps_error, total, delta_error) if mesh is None else min(mesh, mesh_for(eps_error, total, delta_error))
     # quantized so that growing histories land on the same grids (and reuse step_dprv): the mesh rounded
-    # down to a power of 2^(1/4), L rounded up to a power of 2^(1/8) (a finer, wider grid: still valid)
-    mesh = 2.0 ** (math.floor(4.0 * math.log2(mesh)) / 4.0)
-    L = 2.0 ** (math.ceil(8.0 * math.log2(L)) / 8.0)
-    return L, mesh
+    # down to a power of 2^(1/4), L rounded up to a power of 2^(1/8) (a finer, wider grid: still valid);
+    # exponents kept as integers so that the cap's arithmetic is exact
+    b = math.ceil(8.0 * math.log2(L))
+    a = math.floor(4.0 * math.log2(mesh_for(eps_error, total, delta_error))) + mesh_coarsening(b)
+    if mesh is not None:
+        a = min(a, math.floor(4.0 * math.log2(mesh)))
+    return 2.0 ** (b / 8.0), 2.0 ** (a / 4.0)
 
 
 def _servable_steps(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
@@ -467,9 +486,10 @@ def _servable_steps(segs: Sequence[Segment], direction: str, delta_error: float,
 
 def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps_error: float,
                 min_half_width: float = 0.0, mesh: Optional[float] = None, delta: Optional[float] = None) -> Domain:
-    """Aligned grid of half-width ≥ max(:func:`domain_size`, ``min_half_width``) and mesh ≤
-    min(:func:`mesh_for`, ``mesh``), both quantized (powers of 2^(1/8) and 2^(1/4)). ValueError (one line naming
-    T, δ and about the largest T this grid rule serves) where it needs more than MAX_DOMAIN_POINTS points."""
+    """Aligned grid of half-width L ≥ max(:func:`domain_size`, ``min_half_width``) and mesh ≤
+    min(:func:`mesh_for` · 2^{k/4}, ``mesh``), both quantized (powers of 2^(1/8) and 2^(1/4)); k =
+    :func:`mesh_coarsening` (the grid cap: 0 where L ≤ FAST_HALF_WIDTH). ValueError (one line naming T, δ and about
+    the largest T this grid rule serves) where it needs more than MAX_DOMAIN_POINTS points."""
     L, h = _grid(segs, direction, delta_error, eps_error, min_half_width, mesh)
     if 2 * L / h > MAX_DOMAIN_POINTS:
         total = sum(s.steps for s in segs)
