@@ -33,6 +33,12 @@ FULL_ONLY_TESTS = frozenset({
     "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[3.0-1.5-1]",
     "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[1.2-1.2-1]",
     "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[1.5-1.5-1]",
+    # siblings: test_table_above_beta_two_at_p_two_is_above_the_oracle_for_one_two_and_k_equal_coordinates (the same
+    # table at (3, 2)), test_mean_variance_bound_is_above_the_exact_curves_and_rounded_up
+    "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[3.0-2.0-above2]",
+    "test_ball_table.py::test_table_top_pair_dominates_one_and_two_coordinate_shifts_in_both_orientations[2.5-2.0-above2]",
+    # sibling: test_table_bound_publishes_the_smaller_proven_epsilon_labelled_prv_table (the same API path at β = 1.2)
+    "test_ball_table.py::test_table_bound_above_beta_two_at_p_two_is_published_between_the_one_coordinate_prv_and_renyi",
     # sibling: test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason
     "test_extreme_inputs.py::test_large_beta_many_coordinates_is_a_true_bound_not_an_overflow_artefact",
     # sibling: test_report_diagnostics.py (the default report never composes the equal-spread PRV, same ε)

@@ -47,12 +47,13 @@ __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history
 MODES = ("certified", "paper")
 #: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
 #: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`, or for β ≤ 2 the dominating Gaussian's PRV where smaller;
-#: fast) or "table" (the smallest of those and the PRV of the ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8; one
-#: table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at σ = 0.5 and p ≤ 1.6
-#: and about 30 min at σ = 0.5, p = 1.8; kept per process and on disk, :mod:`.table_cache`)
+#: fast) or "table" (the smallest of those and the PRV of the ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8, and
+#: p ≤ 2 above β = 2; one table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at
+#: σ = 0.5 and p ≤ 1.6 and about 30 min at σ = 0.5, p = 1.8, 6.5–8.5 min at β > 2, p = 2, σ = 1 (loaded machine);
+#: kept per process and on disk, :mod:`.table_cache`)
 BALL_BOUNDS = ("renyi", "table")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`); None: the default
-#: for each segment's p (:func:`.ball_prv.default_spec`)
+#: for each segment's p and β (:func:`.ball_prv.default_spec`)
 TABLE_SPEC: Optional[TableSpec] = None
 
 
@@ -105,7 +106,8 @@ def compute_epsilon_history(
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
     (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
-    (:mod:`.ball_prv`, p ≤ 1.8) and publishes the smaller proven ε (method "prv_table" where the table wins).
+    (:mod:`.ball_prv`, p ≤ 1.8, or p ≤ 2 above β = 2) and publishes the smaller proven ε (method "prv_table" where
+    the table wins).
 
     ``diagnostics``: where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1, p < ∞), the published ε is a
     bound over the whole ℓp ball and the equal-spread PRV (its bracket, the worst direction and spread, the
@@ -296,15 +298,15 @@ def _publish_if_smaller(report: EpsilonReport, eps: float, method: str, details:
 
 def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> Optional[list]:
     """The history with every segment the PRV does not certify replaced by its ball table's pair
-    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p);
+    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p and β);
     None where a segment is outside the table (p > 1.8, a count query)."""
     out = []
     for s in segs:
         if is_certified(s.beta, s.dim, s.clip_norm_p):
             out.append(s)
-        elif table_applies(s.clip_norm_p, s.count_noise_multiplier):
+        elif table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta):
             tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p,
-                             default_spec(s.clip_norm_p) if spec is None else spec)
+                             default_spec(s.clip_norm_p, s.beta) if spec is None else spec)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         else:
             return None
@@ -324,9 +326,10 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
 
 
 #: what ``ball_bound="table"`` says where it cannot help (the default proven bound is then published)
-_TABLE_OUT_OF_SCOPE = (f"ball_bound='table' covers clip_norm_p <= {TABLE_P_MAX} without a count query (adaptive "
-                       "clipping; nearer p = 2 the table is looser than the Rényi bound); the published epsilon is the "
-                       "default proven bound (Rényi, or the dominating Gaussian's where smaller)")
+_TABLE_OUT_OF_SCOPE = (f"ball_bound='table' covers clip_norm_p <= {TABLE_P_MAX} (<= 2 for beta > 2) without a count "
+                       "query (adaptive clipping; nearer p = 2 at beta <= 2 the table is looser than the Rényi bound); "
+                       "the published epsilon is the default proven bound (Rényi, or the dominating Gaussian's where "
+                       "smaller)")
 
 
 def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float):

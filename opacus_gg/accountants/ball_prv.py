@@ -14,7 +14,8 @@ divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j�
 
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
-and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N (Lemma T3). The computed pairs
+and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N, and where the spec asks the
+mean–variance bound (Lemma T3). The computed pairs
 carry the connect-the-dots round-off: each state records C with
 δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
 symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
@@ -25,9 +26,10 @@ Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per
 lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s; p = 1.8
 (:data:`NEAR_TWO_SPEC`): 65k, 4.5–5 min on a loaded machine; at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
 p = 1.5: 231k, 8.5–10 min on a loaded machine; at 0.25 ≤ σ < 0.5 (the mass grid twice as fine, :meth:`TableSpec.
-mass_steps`): p = 1.2: 123k, 5 min; p = 1.5: 461k, 19–22 min; under 0.2 GB. The top pairs are kept for the process
-(:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is built once per (β, p, σ, spec) and
-library version.
+mass_steps`): p = 1.2: 123k, 5 min; p = 1.5: 461k, 19–22 min; β > 2 at p = 2, σ = 1
+(:data:`ABOVE_TWO_SPEC`): 11.7k, 6.5–8.5 min on a loaded machine (its loss grid is 2.5× wider); under 0.2 GB. The
+top pairs are kept for the process (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is
+built once per (β, p, σ, spec) and library version.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from .gg_pair import GGPair, _safe_log
 
 __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "moment_curve_bound",
            "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
-           "default_spec", "NEAR_TWO_SPEC"]
+           "default_spec", "NEAR_TWO_SPEC", "ABOVE_TWO_SPEC", "mean_variance_bound"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,10 @@ class TableSpec:
     coordinates of the rest beside a large one: a0, ratio_low and the mass step ΔR < a_0^p), and the cost grows
     like (m/a_0)^p·J, so the cells stop refining at m = refine_to; beyond it the mass step is divided by
     ⌈m/refine_to⌉ (:meth:`mass_steps`; σ = 0.3: the excess 1.017–1.041 → 1.011–1.033 for 2× the states).
-    Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the equal-spread PRV at
-    β = p ≤ 1.5, σ ≥ 0.4, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
+    ``tail`` (None: off) widens the loss grid to the one coordinate's tail (:meth:`half_width_at`; needed above
+    β = 2); ``mean_variance`` adds the mean–variance bound to the Base (:func:`mean_variance_bound`; there is no
+    Gaussian Base above β = 2). Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the
+    equal-spread PRV at β = p ≤ 1.5, σ ≥ 0.4, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
 
     a0: float = 0.03
     ratio_low: float = 1.02
@@ -78,6 +82,20 @@ class TableSpec:
     orders: Tuple[int, ...] = tuple(range(2, 65))
     refine_to: float = 2.0
     mass_split: int = 1
+    tail: Optional[float] = None
+    mean_variance: bool = False
+
+    def half_width_at(self, m: float, beta: float) -> float:
+        """The loss grid's half-width at m (absolute): ``half_width``·m, widened where ``tail`` is set to the loss
+        t_K = ((n + m)^β − n^β)/β, n = (β·K)^{1/β}, K = −log ``tail``, that one coordinate shifted by m exceeds only
+        where its noise exceeds n (ℓ increases in x), probability ≤ e^{−n^β/β}/n^{β−1}·(1/Z) ≤ ``tail`` for n ≥ 1.
+        Above β = 2 the loss of a shifted coordinate grows like m·x^{β−1}, so ±10m leaves more beyond the grid
+        than δ allows (β = 3, σ = 1: 4.6·10⁻⁵ per step); any width is sound (the mass beyond is ρ, in δ)."""
+        w = self.half_width * m
+        if self.tail is None:
+            return w
+        n = (beta * -math.log(self.tail)) ** (1.0 / beta)
+        return max(w, ((n + m) ** beta - n ** beta) / beta)
 
     def cells(self, m: float) -> Tuple[float, float]:
         """(a0, ratio_low) used at m: the spec's where min(m, refine_to) ≤ 1; a0/f and 1 + (ratio_low − 1)/f with
@@ -104,40 +122,63 @@ class TableSpec:
             raise ValueError(f"mass_split must be an integer >= 1, got {self.mass_split!r}")
         if not self.orders or min(self.orders) < 2:
             raise ValueError(f"orders must be integers ≥ 2, got {self.orders!r}")
+        if self.mean_variance and 2 not in self.orders:
+            raise ValueError("mean_variance needs order 2 in orders (its Λ_2 bounds the variance)")
+        if self.tail is not None and not 0.0 < self.tail < 1.0:
+            raise ValueError(f"tail must be None or in (0, 1), got {self.tail!r}")
 
 
-#: the API builds tables for clip_norm_p ≤ this only. The table is valid for every p ≤ 2 (:func:`build_table`), but
-#: at p = 2 the worst shapes are many small coordinates, which the Base bounds by the Gaussian of Lemma N (κ_β/√I_β
-#: too large below β ≈ 1.9) or at RDP level, and the table loses to the smaller of the Rényi bound and that Gaussian
-#: alone (measured, β = 1.8, p = 2, σ = 1, quickstart / d = 10⁶: tables 2.18 / 1.91 (a0 = 0.15, split 4) and
-#: 1.91 / 1.71 (a0 = 0.4, split 8), Rényi 1.96 / 1.69, Gaussian 1.89 / 1.69; benchmarks/ball_table_results.md)
+#: the API builds tables for clip_norm_p ≤ this only at β ≤ 2. The table is valid for every p ≤ 2 (:func:`build_table`),
+#: but at β ≤ 2 and p = 2 the worst shapes are many small coordinates, which the Base bounds by the Gaussian of
+#: Lemma N (κ_β/√I_β too large below β ≈ 1.9) or at RDP level, and the table loses to the smaller of the Rényi bound
+#: and that Gaussian alone (measured, β = 1.8, p = 2, σ = 1, quickstart / d = 10⁶: tables 2.18 / 1.91 (a0 = 0.15,
+#: split 4) and 1.91 / 1.71 (a0 = 0.4, split 8), Rényi 1.96 / 1.69, Gaussian 1.89 / 1.69;
+#: benchmarks/ball_table_results.md). Above β = 2 the large coordinates are the worst and tables go to p = 2
+#: (:data:`ABOVE_TWO_SPEC`).
 TABLE_P_MAX = 1.8
-#: above this p the default spec is :data:`NEAR_TWO_SPEC`
+#: above this p the default spec is :data:`NEAR_TWO_SPEC` (β ≤ 2) or :data:`ABOVE_TWO_SPEC` (β > 2)
 FINE_MASS_FROM_P = 1.6
-#: the default spec for FINE_MASS_FROM_P < p ≤ TABLE_P_MAX: near p = 2 much of the p-mass can sit in many mid-size
-#: coordinates, each of which the recursion charges a_{j−1}^p rounded up to the mass grid, so the grid must be finer
-#: than a_0^p; with the Gaussian Base (Lemma N) a coarser a_0 does (measured, β = p = 1.8, σ = 1: a_0 = 0.06m with
-#: ΔR < a_0^p gave 2.17 at the quickstart, with ΔR < a_0^p/4 1.552, against the equal-spread PRV 1.526;
+#: the default spec for FINE_MASS_FROM_P < p ≤ TABLE_P_MAX at β ≤ 2: near p = 2 much of the p-mass can sit in many
+#: mid-size coordinates, each of which the recursion charges a_{j−1}^p rounded up to the mass grid, so the grid must
+#: be finer than a_0^p; with the Gaussian Base (Lemma N) a coarser a_0 does (measured, β = p = 1.8, σ = 1: a_0 = 0.06m
+#: with ΔR < a_0^p gave 2.17 at the quickstart, with ΔR < a_0^p/4 1.552, against the equal-spread PRV 1.526;
 #: benchmarks/ball_table_results.md)
 NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
+#: the default spec for FINE_MASS_FROM_P < p ≤ 2 at β > 2: the one-coordinate shapes are the worst there after
+#: subsampling and composition, so the top cells are fine (ratio 1.005 above 0.7m) and the rest coarse; the loss
+#: grid reaches the one coordinate's tail (``tail``: its loss grows like m·x^{β−1}, ±10m leaves 4.6·10⁻⁵ per step
+#: beyond the grid at β = 3, σ = 1), and the Base adds the mean–variance bound (Lemma T3; no Gaussian above β = 2).
+#: Measured (β = 3, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5): 11.0856 against the one coordinate's 10.6134
+#: (the Chernoff Base alone 11.1502, ratio_high 1.02 from 0.3m 11.3514); benchmarks/ball_table_results.md
+ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.05, ratio_high=1.005, high_from=0.7, h=0.01, mass_split=2,
+                           tail=1e-13, mean_variance=True)
 
 
-def default_spec(clip_norm_p: float) -> TableSpec:
-    """The spec ``ball_bound="table"`` builds at ``clip_norm_p``: TableSpec() up to :data:`FINE_MASS_FROM_P`,
-    :data:`NEAR_TWO_SPEC` above."""
-    return TableSpec() if clip_norm_p <= FINE_MASS_FROM_P else NEAR_TWO_SPEC
+def default_spec(clip_norm_p: float, beta: float = 2.0) -> TableSpec:
+    """The spec ``ball_bound="table"`` builds at ``clip_norm_p`` and ``beta``: TableSpec() up to
+    :data:`FINE_MASS_FROM_P`, above it :data:`NEAR_TWO_SPEC` (β ≤ 2) or :data:`ABOVE_TWO_SPEC` (β > 2)."""
+    if clip_norm_p <= FINE_MASS_FROM_P:
+        return TableSpec()
+    return ABOVE_TWO_SPEC if beta > 2.0 else NEAR_TWO_SPEC
 
 
-def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float]) -> bool:
-    """Whether ``ball_bound="table"`` builds a table for a segment (any β ≥ 1): p ≤ :data:`TABLE_P_MAX` (the Base
-    needs p ≤ 2, Σμ² ≤ a_0^{2−p}·R; nearer 2 it does not pay) and no count coordinate."""
-    return clip_norm_p <= TABLE_P_MAX and count_noise_multiplier is None
+def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float], beta: float = 2.0) -> bool:
+    """Whether ``ball_bound="table"`` builds a table for a segment: no count coordinate, and p ≤ :data:`TABLE_P_MAX`
+    (β ≤ 2) or p ≤ 2 (β > 2): the Base needs p ≤ 2 (Σμ² ≤ a_0^{2−p}·R); at β ≤ 2 nearer 2 it does not pay."""
+    p_max = 2.0 if beta > 2.0 else TABLE_P_MAX
+    return clip_norm_p <= p_max and count_noise_multiplier is None
 
 
-def loss_grid(m: float, spec: TableSpec) -> np.ndarray:
-    """The table's uniform loss grid: step h·m, symmetric about 0, half-width ≥ half_width·m."""
+def loss_grid(m: float, spec: TableSpec, beta: Optional[float] = None) -> np.ndarray:
+    """The table's uniform loss grid: step h·m, symmetric about 0, half-width ≥ half_width·m, or ≥
+    :meth:`TableSpec.half_width_at` where the spec sets ``tail`` (then ``beta`` is needed)."""
     h = spec.h * m
-    n = int(math.ceil(spec.half_width / spec.h))
+    if spec.tail is None:
+        n = int(math.ceil(spec.half_width / spec.h))
+    else:
+        if beta is None:
+            raise ValueError("loss_grid: a spec with tail needs beta")
+        n = int(math.ceil(spec.half_width_at(m, beta) / h))
     return h * np.arange(-n, n + 1, dtype=np.float64)
 
 
@@ -283,8 +324,26 @@ def moment_curve_bound(R: float, rates: np.ndarray, orders: Sequence[int], log_a
     return np.minimum(np.min(up, axis=0), 1.0)
 
 
+def mean_variance_bound(R: float, rate2: float, log_alpha: np.ndarray) -> np.ndarray:
+    r"""V(α) = ½(1 − α + √(v + (1 − α)²)), v = e^{R·Λ_2} − 1, rounded up (Lemma T3): H_α = E_Q[(X − α)_+] for
+    X = e^ℓ with E_Q[X] = 1 exactly and E_Q[X²] = e^{L_2} ≤ e^{RΛ_2}, and E(X − α)_+ = ½(E|X − α| + 1 − α) ≤
+    ½(√(E(X − α)²) + 1 − α) (Cauchy–Schwarz), E(X − α)² = Var X + (1 − α)² ≤ v + (1 − α)². Evaluated without
+    cancellation (α ≥ 1: v/(2(√(v + (α−1)²) + α − 1))); V has elasticity ≤ 1 in v and in |α − 1| (expm1, ≤ 2u),
+    so v raised by 2u in its exponent and 4u after, and V by 16u, cover the round-off. ``log_alpha``: log α
+    exactly."""
+    v = math.expm1(R * rate2 * (1.0 + 2.0 * UNIT_ROUNDOFF)) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    x = np.expm1(np.asarray(log_alpha, dtype=np.float64))  # α − 1
+    y = np.abs(x)
+    root = np.sqrt(v + y * y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = 0.5 * v / (root + y)
+    out = np.where(x >= 0, above, 0.5 * (y + root))
+    return np.minimum(out * (1.0 + 16.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL, 1.0)
+
+
 def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
-              grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None) -> Tuple[DiscretePair, float]:
+              grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None,
+              mean_variance: bool = False) -> Tuple[DiscretePair, float]:
     r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
     ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}) (from (x − α)_+ ≤
     x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); with ``gauss_rate`` s
@@ -295,6 +354,10 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
         raise ValueError(f"base_pair: the p-mass R must be > 0, got {R}")
     g = _Grid(t) if grid is None else grid
     d_pos, h_neg = moment_curve_bound(R, rates, orders, t[g.pos]), moment_curve_bound(R, rates, orders, -t[~g.pos])
+    if mean_variance:
+        rate2 = float(rates[list(orders).index(2)])
+        d_pos = np.minimum(d_pos, mean_variance_bound(R, rate2, t[g.pos]))
+        h_neg = np.minimum(h_neg, mean_variance_bound(R, rate2, -t[~g.pos]))
     if gauss_rate is not None:
         # GG(2, 1) = N(0, 1); the shift inflated by 1e-9 relative: κ_β·a_0^{1−p/2}·√R rounded up (the curve itself
         # is rounded up by GGPair, Lemma R9)
@@ -337,14 +400,14 @@ def _lattice(m: float, spec: TableSpec) -> np.ndarray:
 def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
     r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
     previous column at the same mass and its own column at a smaller mass, so two columns are kept); ``spec``
-    None: :func:`default_spec` of p."""
+    None: :func:`default_spec` of (p, β)."""
     t0 = time.perf_counter()
     m = validate_positive(m, "m (= 1/noise_multiplier)")
     beta = validate_beta(beta)
     if not 1.0 <= p <= 2.0:
         raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
-    spec = default_spec(p) if spec is None else spec
-    t = loss_grid(m, spec)
+    spec = default_spec(p, beta) if spec is None else spec
+    t = loss_grid(m, spec, beta)
     lat = _lattice(m, spec)
     r_top = m ** p
     d_r = lat[0] ** p * (1.0 - 1e-9) / spec.mass_steps(m)  # < a_0^p (a_j^p rounded down below): every recursion
@@ -357,7 +420,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
     g_rate = base_gaussian_rate(float(lat[0]), beta, p)
     grid = _Grid(t)
-    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid, g_rate)
+    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid, g_rate, spec.mean_variance)
                            for i in range(1, n_r + 1)]  # (pair, C)
     states = n_r
     for jj in range(1, lat.size):
@@ -392,8 +455,8 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
 def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
     """:func:`build_table`, kept for the process (one table per (β, p, σ, spec)) and on disk across processes
     (:mod:`.table_cache`: keyed by the exact parameters, the spec and the code; read back through the pair's own
-    checks); ``spec`` None: :func:`default_spec` of p."""
-    spec = default_spec(p) if spec is None else spec
+    checks); ``spec`` None: :func:`default_spec` of (p, β)."""
+    spec = default_spec(p, beta) if spec is None else spec
     key = table_cache.table_key(m, beta, p, spec)
     hit = table_cache.load(key)
     if hit is not None:

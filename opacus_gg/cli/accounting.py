@@ -213,7 +213,8 @@ def _add_common(p: argparse.ArgumentParser, epochs: bool = False) -> None:
     p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
                    help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
                         "renyi (fast: the Rényi bound, or the dominating Gaussian's PRV where smaller) or table (the "
-                        "smallest of those and the PRV of the ball table, p ≤ 1.8: tighter, 35 s–30 min per σ, once: "
+                        "smallest of those and the PRV of the ball table, p ≤ 1.8, or p ≤ 2 above β = 2: tighter, "
+                        "35 s–30 min per σ, once: "
                         "kept on disk, see OPACUS_GG_CACHE)")
     p.add_argument("--mode", choices=["certified", "paper"], default="certified",
                    help="certified: the accountant's bound (scope printed with it); paper: the GG paper's "
