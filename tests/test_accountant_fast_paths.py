@@ -83,6 +83,40 @@ def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, ro
         assert _same_floats(chord, oracle), (p, rounded, n)
 
 
+def _plain_min_row(lam, mp, dim, G, Kq, U, A, s):
+    """The plain routine: every row's value λm^p + d·max (chord bounds included), then ``np.argmin``."""
+    F = lam * mp + dim * _plain_interval_max(lam, G, Kq, U, A, s)
+    i = int(np.argmin(F))
+    return i, float(F[i])
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_least_row_of_the_dual_is_the_plain_argmin_bit_for_bit(p):
+    """ball_rdp._min_row (rows that cannot be the least skipped) gives np.argmin's index and value, also with ties
+    (repeated rows), infinite K and NaN bounds."""
+    rng = np.random.default_rng(33)
+    s = 2.0 / p
+    for t in range(40):
+        n = int(rng.integers(2, 60))
+        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0])
+        G[0] = 0.0
+        Kq = np.where(A <= 0.1, rng.uniform(0.5, 50.0, n + 1), np.inf)
+        if t % 5 == 0:
+            Kq[1] = np.inf  # K = ∞ at the first interval: NaN power bounds at u = 0
+        U = A ** p
+        lam = rng.uniform(0.0, 40.0, int(rng.integers(1, 40)))
+        if t % 3 == 0:
+            lam = np.concatenate([lam, lam[::-1]])  # equal rows: the first one is the argmin
+        if t % 4 == 0:
+            lam = lam[0] * (1.0 + np.linspace(-0.02, 0.02, 81))  # the polish of _dual
+        mp, dim = float(A[-1] ** p), int(rng.choice([1, 10, 2410, 10**6]))
+        with np.errstate(all="ignore"):
+            fast = br._min_row(lam, mp, dim, G, Kq, U, A, s)
+            plain = _plain_min_row(lam, mp, dim, G, Kq, U, A, s)
+        assert fast[0] == plain[0] and _same_floats(fast[1], plain[1]), (p, t)
+
+
 @pytest.mark.parametrize("beta,p,dim,sigma", [(3.0, 3.0, 100, 1.0), (1.5, 1.5, 2410, 1.0), (1.8, 2.0, 2410, 1.0)])
 def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     """S_j of the ℓp ball (orders 2 … 4) through the fast paths, and through the plain routines (every order's
@@ -94,6 +128,7 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     fast = moments()
     with monkeypatch.context() as m:
         m.setattr(br, "_interval_max", _plain_interval_max)
+        m.setattr(br, "_min_row", _plain_min_row)
         m.setattr(br, "_ball_log_moments_of", functools.partial(br._ball_log_moments_of, batched=False))
         plain = moments()
     br.clear_caches()
