@@ -175,3 +175,48 @@ def test_a_repeated_query_is_the_recorded_number_and_a_warned_one_is_not_recorde
     monkeypatch.undo()
     assert api.proven_epsilon_history(other, 1e-5) < eps  # the PRV's own number: the failure was not recorded
     api.clear_query_cache()
+
+
+def _plain_tiers(segs, delta):
+    """The tiers as first written (before the windows): every default order ≤ 16, then ≤ 64, then all, each tier's
+    S_j at all of its computed orders, moving on where the best order is in the top quarter."""
+    for cap in br.ORDER_TIERS:
+        eps, order = br._rdp_ball_epsilon([o for o in br.DEFAULT_ORDERS if o <= cap], segs, delta)
+        if not order >= 0.75 * cap:
+            return eps, order
+    return br._rdp_ball_epsilon(list(br.DEFAULT_ORDERS), segs, delta)
+
+
+@pytest.mark.parametrize("segs,delta", [
+    ([(1.0, 0.01, 1000, 3.0, 2410, 3.0)], 1e-5),  # ε ≈ 10^4 at α = 2: S_2, S_3 only
+    ([(1.0, 0.01, 1000, 1.5, 10, 1.5)], 1e-5),  # the order-16 tier
+    ([(0.6, 0.05, 3000, 1.2, 100, 2.0)], 1e-8),
+    ([(2.0, 0.01, 1000, 1.5, 10, 1.5)], 1e-5),  # small ε: on to the order-64 tier
+    ([(2.0, 1.0, 10, 1.05, 2410, 1.05)], 1e-5),  # q = 1, β ≈ 1: a flat, scalloped ε(α) (minima at 20, 26, 35)
+    ([(1.0, 0.01, 500, 1.8, 50, 1.8), (0.7, 0.02, 300, 1.8, 50, 1.8)], 1e-3),  # a schedule
+    ([(0.0, 0.01, 10, 1.5, 10, 1.5)], 1e-5),  # σ = 0: (∞, nan)
+])
+def test_order_windows_publish_the_plain_tiers_epsilon(segs, delta):
+    """rdp_ball_epsilon's windows of orders (S_j from below, stopping where the best order is settled) give the
+    (ε, α) of the plain tiers, repr for repr (the published Rényi ε unchanged)."""
+    br.clear_caches()
+    fast = br.rdp_ball_epsilon(segs, delta)
+    if segs[0][3] == 3.0:  # best order 2: the window {2, 3} settles it
+        assert sorted({key[0] for key in br._ball_cache}) == [2, 3]
+    assert repr(fast) == repr(_plain_tiers(segs, delta))
+
+
+@pytest.mark.parametrize("beta,p,dim", [(1.8, 2.0, 2410), (1.5, 1.5, 100), (1.2, 2.0, 10**6), (1.5, math.inf, 100)])
+def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
+    """api._gaussian_first publishes the dominating Gaussian's PRV only where the default report does, the same float
+    (taken at β = 1.8, p = 2, d = 2410), from rdp_ball_epsilon_below, which is ≤ the Rényi bound's ε."""
+    segs = api.normalize_history([(1.0, 0.01, 1000, beta, dim, p)])
+    eps_error, delta_error = api._validate_errors(1e-5, 0.01, None)
+    br.clear_caches()
+    assert br.rdp_ball_epsilon_below(segs, 1e-5) <= br.rdp_ball_epsilon(segs, 1e-5)[0]
+    quick = api._gaussian_first(segs, 1e-5, eps_error, delta_error)
+    report = api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi")
+    if quick is not None:
+        assert report.method == "prv_gaussian" and repr(quick) == repr(report.epsilon)
+    if (beta, p, dim) == (1.8, 2.0, 2410):
+        assert quick is not None

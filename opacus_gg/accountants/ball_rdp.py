@@ -45,6 +45,7 @@ __all__ = [
     "step_rdp",
     "rdp_ball_curves",
     "rdp_ball_epsilon",
+    "rdp_ball_epsilon_below",
     "rdp_ball_delta",
     "rdp_deltas",
     "combine",
@@ -889,6 +890,55 @@ def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float,
         if eps > best[0]:
             best = (eps, order)
     return best
+
+
+#: :func:`rdp_ball_epsilon_below`: S_j from below at j ≤ this (above: S_j ≥ that, S_j non-decreasing in j)
+_BELOW_ORDERS = 16
+#: relative margin taken off each per-coordinate moment enclosure there (they are within ~1e-7 of L_j)
+_BELOW_MARGIN = 1e-5
+
+
+def rdp_ball_epsilon_below(segments: Sequence, delta: float) -> float:
+    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε, whatever orders it tries: a cheap test of
+    whether another proven bound is below it (:func:`.api.proven_epsilon_history`), never a privacy bound.
+
+    Per segment, S_j ≥ k·L_j(m·k^{−1/p}) for k ∈ {1, d} (two points of the ball: one coordinate at m, every
+    coordinate equal), the enclosure of L_j lowered by _BELOW_MARGIN (it is within ~1e-7 of L_j: "The moment
+    quadrature encloses"), for j ≤ 16, and S_j ≥ (j − 1)/15·(that at 16) above (S_j is convex in j with S_1 = 0,
+    so S_j/(j − 1) is non-decreasing); the computed bounds
+    (dual, chords, Fisher's) are all ≥ S_j, the subsampled RDP and the conversion are non-decreasing in each S_j
+    (as is the cap of add by remove), and a min over all default orders is ≤ the min over any of them.
+    """
+    delta = validate_delta(delta)
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    if not segs:
+        return 0.0
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return math.inf
+    orders = list(DEFAULT_ORDERS)
+    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    for s in segs:
+        m = 1.0 / s.noise_multiplier
+        k = np.array([1.0, float(s.dim)])
+        a = m * k ** (-1.0 / s.clip_norm_p)  # p = ∞: every coordinate at m
+        js = list(range(2, _BELOW_ORDERS + 1))
+        L = _log_moment_uppers_by_order({j: a for j in js}, s.beta)  # one batch of quadratures
+        low = np.zeros(_BELOW_ORDERS + 1)
+        low[2:] = [float(np.max(k * L[j] * (1.0 - _BELOW_MARGIN))) for j in js]
+        above = np.arange(_BELOW_ORDERS + 1, max(orders) + 1, dtype=np.float64)
+        logm = np.concatenate([low, low[-1] * (above - 1.0) / (_BELOW_ORDERS - 1.0) * (1.0 - _BELOW_MARGIN)])
+        if s.count_noise_multiplier is not None:
+            logm = logm + count_log_moments(max(orders), s.count_noise_multiplier)
+        one = renyi.subsampled_rdp_from_log_moments(orders, s.sample_rate, logm)
+        one["add"] = np.minimum(one["add"], one["remove"])
+        for k in total:
+            total[k] = total[k] + s.steps * one[k]
+    out = -math.inf
+    for rdp in total.values():
+        if not np.isfinite(rdp).any():
+            return math.inf
+        out = max(out, _best_order(np.where(np.isfinite(rdp), rdp, np.inf), orders, delta)[0])
+    return out
 
 
 def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optional[Sequence[int]] = None) -> float:
