@@ -790,13 +790,14 @@ def rdp_ball_epsilon(
     """
     delta = validate_delta(delta)
     if orders is None:
-        hint = None
+        below = _below(segments, delta)[1]  # a guess of the best order (the windows move on where it is wrong)
+        guess = int(below) if math.isfinite(below) else None
         for cap in ORDER_TIERS:
-            found = _tier_epsilon(cap, segments, delta, hint)
+            found = _tier_epsilon(cap, segments, delta, guess)
             if not isinstance(found, int):
                 return found
-            hint = found
-        return _tier_epsilon(DEFAULT_ORDERS[-1], segments, delta, hint, last=True)
+            guess = max(found + 1, guess or 0)  # the tier's best order is ≥ found
+        return _tier_epsilon(DEFAULT_ORDERS[-1], segments, delta, guess, last=True)
     return _rdp_ball_epsilon(_validate_orders(orders), segments, delta)
 
 
@@ -806,7 +807,7 @@ ORDER_TIERS = (16, 64)
 _FIRST_WINDOW = 3
 
 
-def _tier_epsilon(cap: int, segments: Sequence, delta: float, hint: Optional[int] = None, last: bool = False):
+def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[int] = None, last: bool = False):
     r"""One tier of :func:`rdp_ball_epsilon`: ``_rdp_ball_epsilon`` (the default orders ≤ ``cap``), its (ε, α) where
     α < 0.75·cap or ``last``; else (the tier says "go on") a lower end of that α, an int.
 
@@ -816,13 +817,18 @@ def _tier_epsilon(cap: int, segments: Sequence, delta: float, hint: Optional[int
     the conversion (ε as a function of α) has no second local minimum above that one (the windows stop there; a
     min over fewer orders is an upper bound whatever the orders, so a second minimum could only make the printed
     ε larger than the full tier's, never unsound); a direction whose best α is its window's highest order
-    sends the window on to the next computed order. Windows: up to the computed order ≥ 3 (or ≥ ``hint`` + 2,
-    the previous tier's lower end), then to 8, then one computed order at a time.
+    sends the window on to the next computed order. Windows: up to the first computed order past ``guess`` (the
+    best order of :func:`_below`, or past the previous tier's; where it is in the top quarter, up to the first
+    computed order in it, enough to move on), then one computed order at a time; without a guess up to 3, then 8,
+    then one at a time.
     """
     orders = [o for o in DEFAULT_ORDERS if o <= cap]
     computed = [int(j) for j in _computed_orders(max(orders))]
-    first = _FIRST_WINDOW if hint is None else hint + 2
-    ends = [j for j in computed if j >= first][:1] + [j for j in computed if j >= max(first, _EXACT_ORDERS)]
+    if guess is None:
+        ends = [j for j in computed if j >= _FIRST_WINDOW][:1] + [j for j in computed if j >= _EXACT_ORDERS]
+    else:  # past the guess; where it is in the top quarter, just into the top quarter (enough to move on)
+        first = guess + 1 if last or guess < 0.75 * cap else min(guess + 1, math.ceil(0.75 * cap))
+        ends = [j for j in computed if j >= max(first, _FIRST_WINDOW)]
     for J in sorted(set(ends)):
         window = [o for o in orders if o <= J] or orders[:1]
         if window[-1] == orders[-1]:
@@ -899,8 +905,15 @@ _BELOW_MARGIN = 1e-5
 
 
 def rdp_ball_epsilon_below(segments: Sequence, delta: float) -> float:
-    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε, whatever orders it tries: a cheap test of
-    whether another proven bound is below it (:func:`.api.proven_epsilon_history`), never a privacy bound.
+    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε (:func:`_below`'s ε)."""
+    return _below(segments, validate_delta(delta))[0]
+
+
+def _below(segments: Sequence, delta: float) -> Tuple[float, float]:
+    r"""(ε_low, α): ε_low at most :func:`rdp_ball_epsilon` (segments, δ)'s ε, whatever orders it tries, and the
+    order where it is least (the larger direction's): a cheap test of whether another proven bound is below the
+    Rényi bound (:func:`.api.proven_epsilon_history`) and where the windows of orders start
+    (:func:`_tier_epsilon`), never a privacy bound.
 
     Per segment, S_j ≥ k·L_j(m·k^{−1/p}) for k ∈ {1, d} (two points of the ball: one coordinate at m, every
     coordinate equal), the enclosure of L_j lowered by _BELOW_MARGIN (it is within ~1e-7 of L_j: "The moment
@@ -909,12 +922,11 @@ def rdp_ball_epsilon_below(segments: Sequence, delta: float) -> float:
     (dual, chords, Fisher's) are all ≥ S_j, the subsampled RDP and the conversion are non-decreasing in each S_j
     (as is the cap of add by remove), and a min over all default orders is ≤ the min over any of them.
     """
-    delta = validate_delta(delta)
     segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
     if not segs:
-        return 0.0
+        return 0.0, float("nan")
     if any(s.noise_multiplier == 0.0 for s in segs):
-        return math.inf
+        return math.inf, float("nan")
     orders = list(DEFAULT_ORDERS)
     total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
     for s in segs:
@@ -933,11 +945,13 @@ def rdp_ball_epsilon_below(segments: Sequence, delta: float) -> float:
         one["add"] = np.minimum(one["add"], one["remove"])
         for k in total:
             total[k] = total[k] + s.steps * one[k]
-    out = -math.inf
+    out = (-math.inf, float("nan"))
     for rdp in total.values():
         if not np.isfinite(rdp).any():
-            return math.inf
-        out = max(out, _best_order(np.where(np.isfinite(rdp), rdp, np.inf), orders, delta)[0])
+            return math.inf, float("nan")
+        eps, order = _best_order(np.where(np.isfinite(rdp), rdp, np.inf), orders, delta)
+        if eps > out[0]:
+            out = (eps, order)
     return out
 
 
