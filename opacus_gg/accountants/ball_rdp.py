@@ -790,14 +790,15 @@ def rdp_ball_epsilon(
     """
     delta = validate_delta(delta)
     if orders is None:
-        below = _below(segments, delta)[1]  # a guess of the best order (the windows move on where it is wrong)
+        segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+        low, below = _below(segs, delta)  # a guess of the best order (the windows move on where it is wrong)
         guess = int(below) if math.isfinite(below) else None
         for cap in ORDER_TIERS:
-            found = _tier_epsilon(cap, segments, delta, guess)
+            found = _tier_epsilon(cap, segs, delta, guess, low=low)
             if not isinstance(found, int):
                 return found
             guess = max(found + 1, guess or 0)  # the tier's best order is ≥ found
-        return _tier_epsilon(DEFAULT_ORDERS[-1], segments, delta, guess, last=True)
+        return _tier_epsilon(DEFAULT_ORDERS[-1], segs, delta, guess, last=True, low=low)
     return _rdp_ball_epsilon(_validate_orders(orders), segments, delta)
 
 
@@ -805,9 +806,12 @@ def rdp_ball_epsilon(
 ORDER_TIERS = (16, 64)
 #: :func:`_tier_epsilon`'s first window ends at the computed order ≥ this (S_2, S_3 decide where ε is large)
 _FIRST_WINDOW = 3
+#: :func:`_settled`: windows stop only where the window's ε is within this fraction of the lower end's
+_WINDOW_GAP = 0.03
 
 
-def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[int] = None, last: bool = False):
+def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[int] = None, last: bool = False,
+                  low: Optional[float] = None):
     r"""One tier of :func:`rdp_ball_epsilon`: ``_rdp_ball_epsilon`` (the default orders ≤ ``cap``), its (ε, α) where
     α < 0.75·cap or ``last``; else (the tier says "go on") a lower end of that α, an int.
 
@@ -839,7 +843,7 @@ def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[in
         if not all(np.isfinite(rdp).any() for rdp in curves.values()):
             continue  # the full tier may have no finite order either: (∞, nan) is decided on all of them
         bests = [_best_order(rdp, window, delta) for rdp in curves.values()]
-        inside = [_settled(rdp, window, delta, computed, J) for rdp in curves.values()]
+        inside = [_settled(rdp, window, delta, computed, J, low) for rdp in curves.values()]
         top = max((e for (e, _), k in zip(bests, inside) if k), default=-math.inf)
         if all(k or e < top for (e, _), k in zip(bests, inside)):
             # every direction not settled has a window min (≥ its tier min) below a settled one's: the larger
@@ -852,13 +856,18 @@ def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[in
     return (eps, order) if last or not order >= 0.75 * cap else int(order)
 
 
-def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: int) -> bool:
+def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: int,
+             low: Optional[float] = None) -> bool:
     r"""Whether one direction's min over ``window`` (S_j computed at the orders ``computed`` ≤ ``end``) is taken as
     its min over every order of the tier: its best α is below the window's highest order α_w, ε rises from the
     previous computed order to α_w, and by more than 2·_REL_TOL·RDP(α_w) above the window's min (ε is scalloped
     between computed orders, each chord raising it, so its local minima sit at computed orders; each S_j is within
     about _REL_TOL of the dual on its grid points, which bounds how far that noise moves ε where the curve is flat,
-    e.g. at q = 1). A heuristic for where the full tier's min lies, never for soundness."""
+    e.g. at q = 1), plus twice the window min's excess over the lower end ``low`` of the bound's ε (:func:`_below`: a
+    measure of how loose the S_j are, shared by both directions), and that excess is at most _WINDOW_GAP of it (the computed S_j can be far above S_j where the dual did not converge,
+    e.g. d = 10^9, q = 1, and such noise dips ε at later orders: the whole tier is computed then; without ``low``
+    it is not settled). A heuristic for where the full tier's min lies, never for
+    soundness."""
     a = np.asarray(window, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         eps = rdp - (math.log(delta) + np.log(a)) / (a - 1.0) + np.log((a - 1.0) / a)
@@ -868,8 +877,11 @@ def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: i
     i_prev = int(np.searchsorted(a, prev[-1], side="right")) - 1  # the window's order at or below it
     eps_min = float(np.min(np.where(np.isfinite(eps), eps, np.inf)))
     best = int(np.argmin(np.where(np.isfinite(eps), eps, np.inf)))
+    if low is None or not math.isfinite(low) or eps_min - low > _WINDOW_GAP * abs(eps_min):
+        return False  # the bounds are far above the lower end: S_j may be loose by as much (the whole tier then)
+    noise = 2.0 * _REL_TOL * float(rdp[-1]) + 2.0 * max(eps_min - low, 0.0)
     return (best < a.size - 1 and 0 <= i_prev < a.size - 1 and bool(eps[-1] > eps[i_prev])
-            and float(eps[-1]) - eps_min > 2.0 * _REL_TOL * float(rdp[-1]))
+            and float(eps[-1]) - eps_min > noise)
 
 
 def _best_order(rdp: np.ndarray, orders: list, delta: float) -> Tuple[float, float]:
