@@ -237,7 +237,8 @@ def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps:
     return _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
 
 
-def _gaussian_prv_epsilon(gauss: list, delta: float, eps_error: float, delta_error: float) -> Tuple[Optional[float], str]:
+def _gaussian_prv_epsilon(gauss: list, delta: float, eps_error: float,
+                          delta_error: float) -> Tuple[Optional[float], str]:
     """(ε, note) of the PRV of :func:`gaussian_dominated_history`'s segments ``gauss``, both directions (None with
     the reason where it is out of range)."""
     try:

@@ -860,14 +860,13 @@ def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: i
              low: Optional[float] = None) -> bool:
     r"""Whether one direction's min over ``window`` (S_j computed at the orders ``computed`` ≤ ``end``) is taken as
     its min over every order of the tier: its best α is below the window's highest order α_w, ε rises from the
-    previous computed order to α_w, and by more than 2·_REL_TOL·RDP(α_w) above the window's min (ε is scalloped
-    between computed orders, each chord raising it, so its local minima sit at computed orders; each S_j is within
-    about _REL_TOL of the dual on its grid points, which bounds how far that noise moves ε where the curve is flat,
-    e.g. at q = 1), plus twice the window min's excess over the lower end ``low`` of the bound's ε (:func:`_below`: a
-    measure of how loose the S_j are, shared by both directions), and that excess is at most _WINDOW_GAP of it (the computed S_j can be far above S_j where the dual did not converge,
-    e.g. d = 10^9, q = 1, and such noise dips ε at later orders: the whole tier is computed then; without ``low``
-    it is not settled). A heuristic for where the full tier's min lies, never for
-    soundness."""
+    previous computed order to α_w, and by more than 2·_REL_TOL·RDP(α_w) + 2·g above the window's min, g the min's
+    excess over the lower end ``low`` of the bound's ε (:func:`_below`), with g ≤ _WINDOW_GAP of the min. ε is
+    scalloped between computed orders (each chord raises it), so its local minima sit at computed orders; each S_j
+    is within about _REL_TOL of the dual on its grid points where the dual converged (how far that noise moves ε
+    where the curve is flat, e.g. q = 1), and g measures how loose the S_j are where it did not (d = 10^9, q = 1:
+    ε zigzags, and the whole tier is computed). Without ``low``: not settled. A heuristic for where the full tier's
+    min lies, never for soundness."""
     a = np.asarray(window, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         eps = rdp - (math.log(delta) + np.log(a)) / (a - 1.0) + np.log((a - 1.0) / a)
