@@ -90,6 +90,40 @@ def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, ro
         assert _same_floats(chord, oracle), (p, rounded, n)
 
 
+def _plain_min_row(lam, mp, dim, G, Kq, U, A, s):
+    """The plain routine: every row's value λm^p + d·max (chord bounds included), then ``np.argmin``."""
+    F = lam * mp + dim * _plain_interval_max(lam, G, Kq, U, A, s)
+    i = int(np.argmin(F))
+    return i, float(F[i])
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_least_row_of_the_dual_is_the_plain_argmin_bit_for_bit(p):
+    """ball_rdp._min_row (rows that cannot be the least skipped) gives np.argmin's index and value, also with ties
+    (repeated rows), infinite K and NaN bounds."""
+    rng = np.random.default_rng(33)
+    s = 2.0 / p
+    for t in range(40):
+        n = int(rng.integers(2, 60))
+        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0])
+        G[0] = 0.0
+        Kq = np.where(A <= 0.1, rng.uniform(0.5, 50.0, n + 1), np.inf)
+        if t % 5 == 0:
+            Kq[1] = np.inf  # K = ∞ at the first interval: NaN power bounds at u = 0
+        U = A ** p
+        lam = rng.uniform(0.0, 40.0, int(rng.integers(1, 40)))
+        if t % 3 == 0:
+            lam = np.concatenate([lam, lam[::-1]])  # equal rows: the first one is the argmin
+        if t % 4 == 0:
+            lam = lam[0] * (1.0 + np.linspace(-0.02, 0.02, 81))  # the polish of _dual
+        mp, dim = float(A[-1] ** p), int(rng.choice([1, 10, 2410, 10**6]))
+        with np.errstate(all="ignore"):
+            fast = br._min_row(lam, mp, dim, G, Kq, U, A, s)
+            plain = _plain_min_row(lam, mp, dim, G, Kq, U, A, s)
+        assert fast[0] == plain[0] and _same_floats(fast[1], plain[1]), (p, t)
+
+
 @pytest.mark.parametrize("beta,p,dim,sigma", [(3.0, 3.0, 100, 1.0), (1.5, 1.5, 2410, 1.0), (1.8, 2.0, 2410, 1.0)])
 def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     """S_j of the ℓp ball (orders 2 … 4) through the fast paths, and through the plain routines (every order's
@@ -101,6 +135,7 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     fast = moments()
     with monkeypatch.context() as m:
         m.setattr(br, "_interval_max", _plain_interval_max)
+        m.setattr(br, "_min_row", _plain_min_row)
         m.setattr(br, "_ball_log_moments_of", functools.partial(br._ball_log_moments_of, batched=False))
         plain = moments()
     br.clear_caches()
@@ -429,3 +464,49 @@ def test_flush_subnormal_zeroes_only_subnormal_masses_and_bounds_their_effect():
     assert bound >= 1000 * pmf[tiny].sum() * max(pmf.sum(), 1.0) ** 999 > 0.0
     same, zero = cp.flush_subnormal(flushed, 1000)
     assert same is flushed and zero == 0.0
+
+
+def _plain_tiers(segs, delta):
+    """The tiers as first written (before the windows): every default order ≤ 16, then ≤ 64, then all, each tier's
+    S_j at all of its computed orders, moving on where the best order is in the top quarter."""
+    for cap in br.ORDER_TIERS:
+        eps, order = br._rdp_ball_epsilon([o for o in br.DEFAULT_ORDERS if o <= cap], segs, delta)
+        if not order >= 0.75 * cap:
+            return eps, order
+    return br._rdp_ball_epsilon(list(br.DEFAULT_ORDERS), segs, delta)
+
+
+@pytest.mark.parametrize("segs,delta", [
+    ([(1.0, 0.01, 1000, 3.0, 2410, 3.0)], 1e-5),  # ε ≈ 10^4 at α = 2: S_2, S_3 only
+    ([(1.0, 0.01, 1000, 1.5, 10, 1.5)], 1e-5),  # the order-16 tier
+    ([(0.6, 0.05, 3000, 1.2, 100, 2.0)], 1e-8),
+    ([(2.0, 0.01, 1000, 1.5, 10, 1.5)], 1e-5),  # small ε: on to the order-64 tier
+    ([(2.0, 1.0, 10, 1.05, 2410, 1.05)], 1e-5),  # q = 1, β ≈ 1: a flat, scalloped ε(α) (minima at 20, 26, 35)
+    ([(2.0, 1.0, 10, 1.8, 10**9, 2.0)], 1e-5),  # q = 1, d = 10^9: S_j far from converged, ε(α) zigzags (3, then 6)
+    ([(1.0, 0.01, 500, 1.8, 50, 1.8), (0.7, 0.02, 300, 1.8, 50, 1.8)], 1e-3),  # a schedule
+    ([(0.0, 0.01, 10, 1.5, 10, 1.5)], 1e-5),  # σ = 0: (∞, nan)
+])
+def test_order_windows_publish_the_plain_tiers_epsilon(segs, delta):
+    """rdp_ball_epsilon's windows of orders (S_j from below, stopping where the best order is settled) give the
+    (ε, α) of the plain tiers, repr for repr (the published Rényi ε unchanged)."""
+    br.clear_caches()
+    fast = br.rdp_ball_epsilon(segs, delta)
+    if segs[0][3] == 3.0:  # best order 2: the window {2, 3} settles it
+        assert sorted({key[0] for key in br._ball_cache}) == [2, 3]
+    assert repr(fast) == repr(_plain_tiers(segs, delta))
+
+
+@pytest.mark.parametrize("beta,p,dim", [(1.8, 2.0, 2410), (1.5, 1.5, 100), (1.2, 2.0, 10**6), (1.5, math.inf, 100)])
+def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
+    """api._gaussian_first publishes the dominating Gaussian's PRV only where the default report does, the same float
+    (taken at β = 1.8, p = 2, d = 2410), from rdp_ball_epsilon_below, which is ≤ the Rényi bound's ε."""
+    segs = api.normalize_history([(1.0, 0.01, 1000, beta, dim, p)])
+    eps_error, delta_error = api._validate_errors(1e-5, 0.01, None)
+    br.clear_caches()
+    assert br.rdp_ball_epsilon_below(segs, 1e-5) <= br.rdp_ball_epsilon(segs, 1e-5)[0]
+    quick = api._gaussian_first(segs, 1e-5, eps_error, delta_error)
+    report = api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi")
+    if quick is not None:
+        assert report.method == "prv_gaussian" and repr(quick) == repr(report.epsilon)
+    if (beta, p, dim) == (1.8, 2.0, 2410):
+        assert quick is not None

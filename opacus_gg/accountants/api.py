@@ -32,7 +32,7 @@ import numpy as np
 
 from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
-from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon
+from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
 from .checks import AccountingError
 from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
@@ -239,12 +239,39 @@ def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps:
         gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
     if not (gauss_rdp <= GAUSS_DOMINATION_GATE * rdp_eps or rdp_eps <= GAUSS_DOMINATION_SMALL_EPS):
         return None, f"skipped: its Rényi bound {gauss_rdp:.4g} is above {GAUSS_DOMINATION_GATE} x the ball's"
+    return _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
+
+
+def _gaussian_prv_epsilon(gauss: list, delta: float, eps_error: float,
+                          delta_error: float) -> Tuple[Optional[float], str]:
+    """(ε, note) of the PRV of :func:`gaussian_dominated_history`'s segments ``gauss``, both directions (None with
+    the reason where it is out of range)."""
     try:
         with _quiet_floats():
             return max(_compose_tight(gauss, delta, d, eps_error, delta_error).epsilon_upper
                        for d in ("remove", "add")), "composed"
     except PRV_OUT_OF_RANGE as e:
         return None, "PRV out of range: " + (str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def _gaussian_first(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float) -> Optional[float]:
+    r"""The number :func:`_ball_report` publishes, where it is the dominating Gaussian's PRV and a cheap test shows
+    it without the Rényi bound over the ball; None elsewhere (then that bound is computed as usual).
+
+    With R the Rényi bound's ε (:func:`.ball_rdp.rdp_ball_epsilon`) and R_low ≤ R its lower end
+    (:func:`.ball_rdp.rdp_ball_epsilon_below`), times 1 − 1e-3: the gate passes when the Gaussian's Rényi ε is
+    ≤ GAUSS_DOMINATION_GATE·R_low (≤ the gate's GATE·R), and the Gaussian's PRV ε G is published when G < R_low
+    (< R, so _publish_if_smaller takes it). The same float as the default report, without its Rényi bound."""
+    gauss = gaussian_dominated_history(segs)
+    if gauss is None:
+        return None
+    with np.errstate(all="ignore"):
+        low = rdp_ball_epsilon_below(segs, delta) * (1.0 - 1e-3)
+        gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
+    if not (math.isfinite(low) and gauss_rdp <= GAUSS_DOMINATION_GATE * low):
+        return None
+    eps, _ = _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
+    return eps if eps is not None and eps < low else None
 
 
 def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], delta: float, eps_error: float,
@@ -452,7 +479,9 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         if segs and not any(s.noiseless for s in segs) and not {"prv_failed", "infinite_because"} & set(report.details):
             _remember(key, report.epsilon)  # not where it warned: a warning is said at every query
         return report.epsilon
-    eps = _ball_report(segs, delta, eps_error, delta_error, ball_bound).epsilon  # the default report's number
+    eps = _gaussian_first(segs, delta, eps_error, delta_error) if ball_bound == "renyi" else None
+    if eps is None:
+        eps = _ball_report(segs, delta, eps_error, delta_error, ball_bound).epsilon  # the default report's number
     if ball_bound == "renyi" and math.isfinite(eps):  # an infinite bound is computed (and explained) at every query
         _remember(key, eps)
     return eps

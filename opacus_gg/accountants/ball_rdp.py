@@ -45,6 +45,7 @@ __all__ = [
     "step_rdp",
     "rdp_ball_curves",
     "rdp_ball_epsilon",
+    "rdp_ball_epsilon_below",
     "rdp_ball_delta",
     "rdp_deltas",
     "combine",
@@ -453,6 +454,53 @@ def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
     return np.max(vals, axis=1)
 
 
+def _min_row(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray,
+             s: float) -> Tuple[int, float]:
+    r"""(i, F_i) with i = ``np.argmin(F)``, F = λ m^p + d·``_interval_max``(λ, …) over the rows λ: the same index and
+    float, computing each row's max only where it can be the least (p ≠ 2, no NaN bound). Each row's max M
+    is at least v, the row's value at its interval of largest other bounds, so
+    fl(λm^p + fl(d·v)) ≤ F (rounding is monotone); the row of least lower end is computed, then every row whose
+    lower end is at most its F (a row above it cannot be the least, nor tie it)."""
+    p = 2.0 / s
+    sp = _step_power(lam, G, Kq, U, s) if p != 2.0 else None
+    if sp is None or np.isnan(sp).any():
+        F = lam * mp + dim * _interval_max(lam, G, Kq, U, A, s)
+        i = int(np.argmin(F))
+        return i, float(F[i])
+    E = _chord_excess(G)
+
+    def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p)
+
+    rows = np.arange(lam.size)
+    top = np.argmax(sp, axis=1)
+    first = np.minimum(sp[rows, top], chord_at(rows, top))
+    if np.isnan(first).any():
+        F = lam * mp + dim * _interval_max(lam, G, Kq, U, A, s)
+        i = int(np.argmin(F))
+        return i, float(F[i])
+    low = lam * mp + dim * first
+
+    def row_values(sel: np.ndarray) -> np.ndarray:
+        todo = sp[sel] > first[sel, None]  # as _interval_max: only where the other bounds exceed the first value
+        todo[np.arange(sel.size), top[sel]] = False
+        r, c = np.nonzero(todo)
+        vals = np.full((sel.size, sp.shape[1]), -np.inf)
+        vals[np.arange(sel.size), top[sel]] = first[sel]
+        vals[r, c] = np.minimum(sp[sel[r], c], chord_at(sel[r], c))
+        return lam[sel] * mp + dim * np.max(vals, axis=1)
+
+    r0 = int(np.argmin(low))
+    F = np.full(lam.size, np.inf)
+    F[r0] = row_values(np.array([r0]))[0]
+    rest = np.nonzero(low <= F[r0])[0]
+    rest = rest[rest != r0]
+    if rest.size:
+        F[rest] = row_values(rest)
+    i = int(np.argmin(F))
+    return i, float(F[i])
+
+
 def _dual(
     G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float
 ) -> Tuple[float, float, float, float]:
@@ -462,17 +510,15 @@ def _dual(
     """
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
-    vals = cand * mp + dim * _interval_max(cand, G, Kq, U, A, s)
+    best, val = _min_row(cand, mp, dim, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
-    best = int(np.argmin(vals))
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
-        near_vals = near * mp + dim * _interval_max(near, G, Kq, U, A, s)
-        if near_vals.min() < vals[best]:
-            cand, vals = near, near_vals
-            best = int(np.argmin(vals))
+        near_best, near_val = _min_row(near, mp, dim, G, Kq, U, A, s)
+        if near_val < val:
+            cand, best = near, near_best
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
     v = float(_interval_max(np.array([lam]), G, Kq, U, A, s, rounded=True)[0])
@@ -641,20 +687,25 @@ def _computed_orders(max_order: int) -> np.ndarray:
     return np.unique(np.concatenate([small, big, [max_order]])).astype(int)
 
 
-def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> np.ndarray:
+def ball_log_moments(max_order: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
+                     upto: Optional[int] = None) -> np.ndarray:
     r"""Array B[j] ≥ S_j for j = 0 … max_order (B[0] = B[1] = 0): computed orders, chords in between.
 
     S_j is convex in j (a supremum of the convex log-MGFs j ↦ log E_Q[e^{jℓ}]), so the chord through upper
-    bounds at j_a < j < j_b is an upper bound at j.
+    bounds at j_a < j < j_b is an upper bound at j. ``upto``: only B[0 … upto], from the computed orders of
+    ``max_order`` up to the first one ≥ ``upto`` (the same floats as the full array's: a chord reads its two ends).
     """
     js = _computed_orders(int(max_order))
+    last = int(max_order) if upto is None else int(upto)
+    js = js[: int(np.searchsorted(js, last)) + 1]
     vals = np.array(_ball_log_moments_of([int(j) for j in js], noise_multiplier, beta, dim, clip_norm_p))
     xs = np.concatenate([[1], js])
     ys = np.concatenate([[0.0], vals])
-    out = np.zeros(int(max_order) + 1)
+    out = np.zeros(last + 1)
     with np.errstate(invalid="ignore"):
-        out[1:] = np.interp(np.arange(1, max_order + 1), xs, ys)
-    out[js] = vals
+        out[1:] = np.interp(np.arange(1, last + 1), xs, ys)
+    inside = js[js <= last]
+    out[inside] = vals[: inside.size]
     out[1:] = out[1:] * (1.0 + _FP_SLACK)  # interpolation round-off, upward
     out[np.isnan(out)] = np.inf
     return out
@@ -669,17 +720,20 @@ def subsampled_rdp_upper(orders: Sequence[int], sample_rate: float, logm: np.nda
 
 @lru_cache(maxsize=256)
 def step_rdp(noise_multiplier: float, sample_rate: float, beta: float, dim: int, clip_norm_p: float,
-             orders: Tuple[int, ...], count_noise_multiplier: Optional[float] = None) -> Dict[str, np.ndarray]:
-    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders, σ_c).
+             orders: Tuple[int, ...], count_noise_multiplier: Optional[float] = None,
+             grid_order: Optional[int] = None) -> Dict[str, np.ndarray]:
+    r"""One step's proven RDP(α) per direction, cached by what it depends on: (σ, q, β, d, p, orders, σ_c, grid).
 
-    = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (max α, σ, β, d, p)), the moments
+    = :func:`subsampled_rdp_upper` (orders, q, :func:`ball_log_moments` (G, σ, β, d, p, upto = max α)), G =
+    ``grid_order`` (default: max α; it sets the orders where S_j is computed, chords between), the moments
     replaced order by order by the smaller dimension-free bound of :func:`.fisher.fisher_log_moments` where it
     is proven (β = 1, p ≤ 2); the
     arrays are read-only (shared by every history with this step: growing histories and noise schedules).
     A noisy count released from the same batch (σ_c not None) is one more independent coordinate (Lemma 1):
     its Gaussian log-moment j(j−1)/(2σ_c²) is added to the ball's before subsampling (Lemma 8).
     """
-    logm = ball_log_moments(max(orders), noise_multiplier, beta, dim, clip_norm_p)
+    logm = ball_log_moments(max(orders) if grid_order is None else grid_order, noise_multiplier, beta, dim,
+                            clip_norm_p, upto=max(orders))
     fisher = fisher_log_moments(max(orders), noise_multiplier, beta, clip_norm_p)  # β = 1, p ≤ 2: dimension-free
     if fisher is not None:
         logm = np.minimum(logm, fisher)  # both bound S_j from above, order by order
@@ -701,11 +755,12 @@ def _validate_orders(orders: Optional[Sequence[int]]) -> list:
     return orders
 
 
-def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[str, np.ndarray]]:
+def rdp_ball_curves(segments: Sequence, orders: Sequence[int],
+                    grid_order: Optional[int] = None) -> Optional[Dict[str, np.ndarray]]:
     r"""{direction: RDP(α) for α in ``orders``}: Σ_segments steps·RDP_seg(α), proven over every shift in the ball.
 
     ``segments``: :class:`.history.Segment` objects or raw entries (σ, q, steps[, β, d, p]). None for an empty
-    history; every value +inf when a segment has σ = 0.
+    history; every value +inf when a segment has σ = 0. ``grid_order``: as in :func:`step_rdp` (default max α).
     """
     segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
     if not segs:
@@ -715,7 +770,7 @@ def rdp_ball_curves(segments: Sequence, orders: Sequence[int]) -> Optional[Dict[
     total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
     for s in segs:
         one = step_rdp(s.noise_multiplier, s.sample_rate, s.beta, s.dim, s.clip_norm_p, tuple(int(o) for o in orders),
-                       s.count_noise_multiplier)
+                       s.count_noise_multiplier, grid_order)
         for k in total:
             total[k] = total[k] + s.steps * one[k]
     return {k: np.where(np.isfinite(v), v, np.inf) for k, v in total.items()}
@@ -730,39 +785,224 @@ def rdp_ball_epsilon(
     (Balle et al. 2020); the larger direction is returned. σ = 0 gives (inf, nan), an empty history (0, nan).
     ``orders=None``: the default orders ≤ 16 first, then ≤ 64, then all, moving on only when the best order is in
     the top quarter of the range tried (a min over fewer orders is an upper bound too; each order's moments cost
-    a few hundred quadratures, and the high orders only help small ε).
+    a few hundred quadratures, and the high orders only help small ε); within a tier the orders are taken from
+    below and the higher ones only while the best order is the highest one taken (:func:`_tier_epsilon`).
     """
     delta = validate_delta(delta)
     if orders is None:
+        segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+        low, below = _below(segs, delta)  # a guess of the best order (the windows move on where it is wrong)
+        guess = int(below) if math.isfinite(below) else None
         for cap in ORDER_TIERS:
-            eps, order = _rdp_ball_epsilon([o for o in DEFAULT_ORDERS if o <= cap], segments, delta)
-            if not order >= 0.75 * cap:  # also a nan order (empty history, σ = 0)
-                return eps, order
+            found = _tier_epsilon(cap, segs, delta, guess, low=low)
+            if not isinstance(found, int):
+                return found
+            guess = max(found + 1, guess or 0)  # the tier's best order is ≥ found
+        return _tier_epsilon(DEFAULT_ORDERS[-1], segs, delta, guess, last=True, low=low)
     return _rdp_ball_epsilon(_validate_orders(orders), segments, delta)
 
 
 #: :func:`rdp_ball_epsilon` tries the default orders up to each of these in turn, then all of them
 ORDER_TIERS = (16, 64)
+#: :func:`_tier_epsilon`'s first window ends at the computed order ≥ this (S_2, S_3 decide where ε is large)
+_FIRST_WINDOW = 3
+#: :func:`_settled`: windows stop only where the window's ε is within this fraction of the lower end's
+_WINDOW_GAP = 0.03
 
 
-def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float) -> Tuple[float, float]:
-    """(ε, α) of :func:`rdp_ball_epsilon` at the given (validated) orders."""
-    curves = rdp_ball_curves(segments, orders)
+def _tier_epsilon(cap: int, segments: Sequence, delta: float, guess: Optional[int] = None, last: bool = False,
+                  low: Optional[float] = None):
+    r"""One tier of :func:`rdp_ball_epsilon`: ``_rdp_ball_epsilon`` (the default orders ≤ ``cap``), its (ε, α) where
+    α < 0.75·cap or ``last``; else (the tier says "go on") a lower end of that α, an int.
+
+    S_j is computed at the orders of ``_computed_orders(cap)`` (chords between) from below, in windows: the RDP at
+    every α ≤ J (J a computed order) reads S_j at computed j ≤ J only, so it is the tier's own float. Each
+    direction's min over the window is the tier's min when the window's best α is not its highest order, provided
+    the conversion (ε as a function of α) has no second local minimum above that one (the windows stop there; a
+    min over fewer orders is an upper bound whatever the orders, so a second minimum could only make the printed
+    ε larger than the full tier's, never unsound); a direction whose best α is its window's highest order
+    sends the window on to the next computed order. Windows: up to the first computed order past ``guess`` (the
+    best order of :func:`_below`, or past the previous tier's; where it is in the top quarter, up to the first
+    computed order in it, enough to move on), then one computed order at a time; without a guess up to 3, then 8,
+    then one at a time.
+    """
+    orders = [o for o in DEFAULT_ORDERS if o <= cap]
+    computed = [int(j) for j in _computed_orders(max(orders))]
+    if guess is None:
+        ends = [j for j in computed if j >= _FIRST_WINDOW][:1] + [j for j in computed if j >= _EXACT_ORDERS]
+    else:  # past the guess; where it is in the top quarter, just into the top quarter (enough to move on)
+        first = guess + 1 if last or guess < 0.75 * cap else min(guess + 1, math.ceil(0.75 * cap))
+        ends = [j for j in computed if j >= max(first, _FIRST_WINDOW)]
+    for J in sorted(set(ends)):
+        window = [o for o in orders if o <= J] or orders[:1]
+        if window[-1] == orders[-1]:
+            break
+        curves = rdp_ball_curves(segments, window, grid_order=max(orders))
+        if curves is None:
+            return 0.0, float("nan")
+        if not all(np.isfinite(rdp).any() for rdp in curves.values()):
+            continue  # the full tier may have no finite order either: (∞, nan) is decided on all of them
+        bests = [_best_order(rdp, window, delta) for rdp in curves.values()]
+        inside = [_settled(rdp, window, delta, computed, J, low) for rdp in curves.values()]
+        top = max((e for (e, _), k in zip(bests, inside) if k), default=-math.inf)
+        if all(k or e < top for (e, _), k in zip(bests, inside)):
+            # every direction not settled has a window min (≥ its tier min) below a settled one's: the larger
+            # direction (the first of equals, as in _rdp_ball_epsilon) is among the settled ones
+            eps, order = max(((e, o) for (e, o), k in zip(bests, inside) if k), key=lambda b: b[0])
+            return (eps, order) if last or not order >= 0.75 * cap else int(order)
+        if not last and all(o >= 0.75 * cap for _, o in bests):  # the tier's best order is at least this
+            return int(min(o for _, o in bests))
+    eps, order = _rdp_ball_epsilon(orders, segments, delta)
+    return (eps, order) if last or not order >= 0.75 * cap else int(order)
+
+
+def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: int,
+             low: Optional[float] = None) -> bool:
+    r"""Whether one direction's min over ``window`` (S_j computed at the orders ``computed`` ≤ ``end``) is taken as
+    its min over every order of the tier: its best α is below the window's highest order α_w, ε rises from the
+    previous computed order to α_w, and by more than 2·_REL_TOL·RDP(α_w) + 2·g above the window's min, g the min's
+    excess over the lower end ``low`` of the bound's ε (:func:`_below`), with g ≤ _WINDOW_GAP of the min. ε is
+    scalloped between computed orders (each chord raises it), so its local minima sit at computed orders; each S_j
+    is within about _REL_TOL of the dual on its grid points where the dual converged (how far that noise moves ε
+    where the curve is flat, e.g. q = 1), and g measures how loose the S_j are where it did not (d = 10^9, q = 1:
+    ε zigzags, and the whole tier is computed). Without ``low``: not settled. A heuristic for where the full tier's
+    min lies, never for soundness."""
+    a = np.asarray(window, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        eps = rdp - (math.log(delta) + np.log(a)) / (a - 1.0) + np.log((a - 1.0) / a)
+    prev = [j for j in computed if j < end]
+    if not prev or not np.isfinite(eps[-1]):
+        return False
+    i_prev = int(np.searchsorted(a, prev[-1], side="right")) - 1  # the window's order at or below it
+    eps_min = float(np.min(np.where(np.isfinite(eps), eps, np.inf)))
+    best = int(np.argmin(np.where(np.isfinite(eps), eps, np.inf)))
+    if low is None or not math.isfinite(low) or eps_min - low > _WINDOW_GAP * abs(eps_min):
+        return False  # the bounds are far above the lower end: S_j may be loose by as much (the whole tier then)
+    noise = 2.0 * _REL_TOL * float(rdp[-1]) + 2.0 * max(eps_min - low, 0.0)
+    return (best < a.size - 1 and 0 <= i_prev < a.size - 1 and bool(eps[-1] > eps[i_prev])
+            and float(eps[-1]) - eps_min > noise)
+
+
+def _best_order(rdp: np.ndarray, orders: list, delta: float) -> Tuple[float, float]:
+    """(ε, α) of one direction's RDP curve by Opacus's conversion (:func:`_rdp_ball_epsilon`)."""
+    # an ε = ∞ order at each end so that its "optimal order is the smallest alpha" notice (integer orders start at
+    # 2) never fires: silencing it with a warnings filter would reset Python's once-per-location registry, and the
+    # user's own warnings would repeat at every get_epsilon
+    padded = np.concatenate(([orders[0]], orders, [orders[-1]]))
+    eps, order = get_privacy_spent(orders=padded, rdp=np.concatenate(([np.inf], rdp, [np.inf])), delta=delta)
+    return max(float(eps), 0.0), float(order)
+
+
+def _rdp_ball_epsilon(orders: list, segments: Sequence, delta: float,
+                      grid_order: Optional[int] = None) -> Tuple[float, float]:
+    """(ε, α) of :func:`rdp_ball_epsilon` at the given (validated) orders (``grid_order``: :func:`step_rdp`)."""
+    curves = rdp_ball_curves(segments, orders, grid_order)
     if curves is None:
         return 0.0, float("nan")
     best = (-math.inf, float("nan"))
     for rdp in curves.values():
         if not np.isfinite(rdp).any():
             return math.inf, float("nan")
-        # Opacus's conversion, with an ε = ∞ order at each end so that its "optimal order is the smallest alpha"
-        # notice (integer orders start at 2) never fires: silencing it with a warnings filter would reset Python's
-        # once-per-location registry, and the user's own warnings would repeat at every get_epsilon
-        padded = np.concatenate(([orders[0]], orders, [orders[-1]]))
-        eps, order = get_privacy_spent(orders=padded, rdp=np.concatenate(([np.inf], rdp, [np.inf])), delta=delta)
-        eps = max(float(eps), 0.0)
+        eps, order = _best_order(rdp, orders, delta)
         if eps > best[0]:
-            best = (eps, float(order))
+            best = (eps, order)
     return best
+
+
+#: :func:`rdp_ball_epsilon_below`: S_j from below at j ≤ this (above: S_j ≥ that, S_j non-decreasing in j)
+_BELOW_ORDERS = 16
+#: relative margin taken off each per-coordinate moment enclosure there (they are within ~1e-7 of L_j)
+_BELOW_MARGIN = 1e-5
+
+
+def rdp_ball_epsilon_below(segments: Sequence, delta: float) -> float:
+    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε (:func:`_below`'s ε)."""
+    return _below(segments, validate_delta(delta))[0]
+
+
+def _below(segments: Sequence, delta: float) -> Tuple[float, float]:
+    r"""(ε_low, α): ε_low at most :func:`rdp_ball_epsilon` (segments, δ)'s ε, whatever orders it tries, and the
+    order where it is least (the larger direction's): a cheap test of whether another proven bound is below the
+    Rényi bound (:func:`.api.proven_epsilon_history`) and where the windows of orders start
+    (:func:`_tier_epsilon`), never a privacy bound.
+
+    Per segment, S_j ≥ k·L_j(m·k^{−1/p}) for k ∈ {1, d} (two points of the ball: one coordinate at m, every
+    coordinate equal), the enclosure of L_j lowered by _BELOW_MARGIN (it is within ~1e-7 of L_j: "The moment
+    quadrature encloses"), for j ≤ 16, and S_j ≥ (j − 1)/15·(that at 16) above (S_j is convex in j with S_1 = 0,
+    so S_j/(j − 1) is non-decreasing); the computed bounds
+    (dual, chords, Fisher's) are all ≥ S_j, the subsampled RDP and the conversion are non-decreasing in each S_j
+    (as is the cap of add by remove), and a min over all default orders is ≤ the min over any of them.
+    """
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    key = (tuple(segs), float(delta))
+    if key not in _below_cache:
+        if len(_below_cache) >= 256:
+            _below_cache.clear()
+        _below_cache[key] = _below_of(segs, delta)
+    return _below_cache[key]
+
+
+#: {(segments, δ): :func:`_below`} (its gate and the windows' guess ask for the same history)
+_below_cache: Dict[tuple, Tuple[float, float]] = {}
+
+
+def _below_of(segs: list, delta: float) -> Tuple[float, float]:
+    """:func:`_below` of normalized segments, computed."""
+    if not segs:
+        return 0.0, float("nan")
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return math.inf, float("nan")
+    orders = list(DEFAULT_ORDERS)
+    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    for s in segs:
+        m = 1.0 / s.noise_multiplier
+        k = np.array([1.0, float(s.dim)])
+        a = m * k ** (-1.0 / s.clip_norm_p)  # p = ∞: every coordinate at m
+        js = list(range(2, _BELOW_ORDERS + 1))
+        L = _log_moment_uppers_by_order({j: a for j in js}, s.beta)  # one batch of quadratures
+        low = np.zeros(_BELOW_ORDERS + 1)
+        low[2:] = [float(np.max(k * L[j] * (1.0 - _BELOW_MARGIN))) for j in js]
+        above = np.arange(_BELOW_ORDERS + 1, max(orders) + 1, dtype=np.float64)
+        logm = np.concatenate([low, low[-1] * (above - 1.0) / (_BELOW_ORDERS - 1.0) * (1.0 - _BELOW_MARGIN)])
+        if s.count_noise_multiplier is not None:
+            logm = logm + count_log_moments(max(orders), s.count_noise_multiplier)
+        one = _subsampled_rdp_all(orders, s.sample_rate, logm)
+        one["add"] = np.minimum(one["add"], one["remove"])
+        for k in total:
+            total[k] = total[k] + s.steps * one[k]
+    out = (-math.inf, float("nan"))
+    for rdp in total.values():
+        if not np.isfinite(rdp).any():
+            return math.inf, float("nan")
+        eps, order = _best_order(np.where(np.isfinite(rdp), rdp, np.inf), orders, delta)
+        if eps > out[0]:
+            out = (eps, order)
+    return out
+
+
+def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
+    r""":func:`.renyi.subsampled_rdp_from_log_moments` (Lemma 6) at every order in one array operation: the same
+    formulas, summed in another order, so equal up to round-off (~1e-15 relative; :func:`_below` takes a margin of
+    1e-3 off its result)."""
+    q = float(sample_rate)
+    a = np.asarray(orders, dtype=np.float64)[:, None]
+    j = np.arange(logm.size, dtype=np.float64)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inside = j <= a
+        log_binom = special.gammaln(a + 1) - special.gammaln(j + 1) - special.gammaln(np.where(inside, a - j, 0) + 1)
+        terms = log_binom + j * math.log(q) + logm[None, :]
+        terms = terms + (a - j) * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
+        remove = special.logsumexp(np.where(inside, terms, -np.inf), axis=1) / (a[:, 0] - 1.0)
+        lm2 = float(logm[2])
+        log_chi2 = (-math.inf if lm2 <= 0.0 else math.log(math.expm1(lm2)) if lm2 < 700
+                    else lm2 + math.log1p(-math.exp(-lm2)))
+        alpha = a[:, 0]
+        jensen = np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha.astype(int)])
+        if q < 1.0:
+            taylor = np.logaddexp(0.0, np.log(alpha * (alpha - 1.0) / 2.0) - (alpha + 1.0) * math.log1p(-q)
+                                  + 2.0 * math.log(q) + log_chi2)
+            jensen = np.minimum(jensen, taylor)
+    return {"remove": remove, "add": jensen / (alpha - 1.0)}
 
 
 def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optional[Sequence[int]] = None) -> float:
@@ -827,5 +1067,6 @@ def clear_caches() -> None:
     for fn in (step_rdp, log_moment_upper):
         fn.cache_clear()
     _ball_cache.clear()
+    _below_cache.clear()
     _k_cache.clear()
     renyi.clear_moment_cache()
