@@ -52,16 +52,16 @@ QUICK = ((2.0, 2.0, 1), (1.5, 2.0, 2410), (1.5, 1.5, 2410), (1.2, 2.0, 1_000_000
          (3.0, 3.0, 100), (1.0, 1.0, 1_000_000))
 
 
-def rows(quick: bool, betas=BETAS, dims=DIMS, triples=TRIPLES):
+def rows(quick: bool, betas=BETAS, dims=None, triples=TRIPLES):
     """(β, p, d, σ, q, T) of the table (p = β and p = 2, once where they agree), at the given β, d and (σ, q, T)
     only (``--quick``: its rows at the first (σ, q, T))."""
     if quick:
-        return [(b, p, d) + TRIPLES[0] for b, p, d in QUICK if b in betas and d in dims]
+        return [(b, p, d) + TRIPLES[0] for b, p, d in QUICK if b in betas and (dims is None or d in dims)]
     out = []
     for trip in triples:
         for b in betas:
             for p in sorted({b, 2.0}):
-                for d in dims:
+                for d in DIMS if dims is None else dims:
                     out.append((b, p, d) + trip)
     return out
 
@@ -137,7 +137,7 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="the issue's slow rows only")
     ap.add_argument("--solve", action="store_true", help="also the σ solve against Opacus's (slow)")
     ap.add_argument("--betas", type=float, nargs="+", default=BETAS, help="only the rows at these β")
-    ap.add_argument("--dims", type=int, nargs="+", default=DIMS, help="only the rows at these d")
+    ap.add_argument("--dims", type=int, nargs="+", default=None, help="only the rows at these d (default: all)")
     ap.add_argument("--triple", type=float, nargs=3, metavar=("SIGMA", "Q", "T"), help="only the rows at this (σ, q, T)")
     args = ap.parse_args(argv)
     triples = TRIPLES if args.triple is None else ((args.triple[0], args.triple[1], int(args.triple[2])),)
@@ -149,7 +149,7 @@ def main(argv=None) -> None:
            f"{'cold':>7} {'again':>7} {'+100':>7}"
     print(head + (f" {'solve s':>8} {'solve':>7} {'cli':>7}" if args.solve else ""))
     worst = 0.0
-    for row in rows(args.quick, tuple(args.betas), tuple(args.dims), triples):
+    for row in rows(args.quick, tuple(args.betas), None if args.dims is None else tuple(args.dims), triples):
         beta, p, d, sigma, q, steps = row
         r = measure(row, args.runs, args.solve)
         worst = max(worst, r["r_cold"])
