@@ -504,9 +504,13 @@ def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
     eps_error, delta_error = api._validate_errors(1e-5, 0.01, None)
     br.clear_caches()
     assert br.rdp_ball_epsilon_below(segs, 1e-5) <= br.rdp_ball_epsilon(segs, 1e-5)[0]
-    quick = api._gaussian_first(segs, 1e-5, eps_error, delta_error)
+    quick, gauss_prv = api._gaussian_first(segs, 1e-5, eps_error, delta_error)
     report = api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi")
     if quick is not None:
         assert report.method == "prv_gaussian" and repr(quick) == repr(report.epsilon)
+    if gauss_prv is not None:  # the Gaussian's PRV composed for the test is what the report would compose again
+        reused = api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi", gauss_prv)
+        assert repr(reused.epsilon) == repr(report.epsilon) and reused.method == report.method
+        assert reused.details.get("epsilon_gaussian_domination") == report.details.get("epsilon_gaussian_domination")
     if (beta, p, dim) == (1.8, 2.0, 2410):
         assert quick is not None

@@ -228,10 +228,12 @@ def gaussian_dominated_history(segs: Sequence[Segment]) -> Optional[list]:
 
 
 def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps: float, eps_error: float,
-                                 delta_error: float) -> Tuple[Optional[float], str]:
+                                 delta_error: float,
+                                 gauss_prv: Optional[Tuple[Optional[float], str]] = None) -> Tuple[Optional[float], str]:
     """(ε, note): the PRV ε of :func:`gaussian_dominated_history` (proven for every shift, any d), or None with
     the reason where Lemma N does not apply, the cost gate (:data:`GAUSS_DOMINATION_GATE`) skips it, or its PRV
-    is out of range (the Rényi bound is published then; nothing is lost)."""
+    is out of range (the Rényi bound is published then; nothing is lost). ``gauss_prv``: that PRV's
+    :func:`_gaussian_prv_epsilon` where this query has composed it already (:func:`_gaussian_first`)."""
     gauss = gaussian_dominated_history(segs)
     if gauss is None:
         return None, "not applicable: beta > 2"
@@ -239,7 +241,7 @@ def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps:
         gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
     if not (gauss_rdp <= GAUSS_DOMINATION_GATE * rdp_eps or rdp_eps <= GAUSS_DOMINATION_SMALL_EPS):
         return None, f"skipped: its Rényi bound {gauss_rdp:.4g} is above {GAUSS_DOMINATION_GATE} x the ball's"
-    return _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
+    return _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error) if gauss_prv is None else gauss_prv
 
 
 def _gaussian_prv_epsilon(gauss: list, delta: float, eps_error: float,
@@ -254,9 +256,12 @@ def _gaussian_prv_epsilon(gauss: list, delta: float, eps_error: float,
         return None, "PRV out of range: " + (str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
-def _gaussian_first(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float) -> Optional[float]:
-    r"""The number :func:`_ball_report` publishes, where it is the dominating Gaussian's PRV and a cheap test shows
-    it without the Rényi bound over the ball; None elsewhere (then that bound is computed as usual).
+def _gaussian_first(segs: Sequence[Segment], delta: float, eps_error: float,
+                    delta_error: float) -> Tuple[Optional[float], Optional[Tuple[Optional[float], str]]]:
+    r"""(ε, G's PRV): ε the number :func:`_ball_report` publishes, where it is the dominating Gaussian's PRV and a
+    cheap test shows it without the Rényi bound over the ball, None elsewhere (then that bound is computed as
+    usual); G's PRV: :func:`_gaussian_prv_epsilon` where it was composed for the test (else None), for
+    :func:`_ball_report` to reuse instead of composing it again.
 
     With R the Rényi bound's ε (:func:`.ball_rdp.rdp_ball_epsilon`) and R_low ≤ R its lower end
     (:func:`.ball_rdp.rdp_ball_epsilon_below`), times 1 − 1e-3: the gate passes when the Gaussian's Rényi ε is
@@ -264,22 +269,24 @@ def _gaussian_first(segs: Sequence[Segment], delta: float, eps_error: float, del
     (< R, so _publish_if_smaller takes it). The same float as the default report, without its Rényi bound."""
     gauss = gaussian_dominated_history(segs)
     if gauss is None:
-        return None
+        return None, None
     with np.errstate(all="ignore"):
         low = rdp_ball_epsilon_below(segs, delta) * (1.0 - 1e-3)
         gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
     if not (math.isfinite(low) and gauss_rdp <= GAUSS_DOMINATION_GATE * low):
-        return None
-    eps, _ = _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
-    return eps if eps is not None and eps < low else None
+        return None, None
+    prv = _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
+    eps = prv[0]
+    return (eps if eps is not None and eps < low else None), prv
 
 
 def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], delta: float, eps_error: float,
-                              delta_error: float) -> EpsilonReport:
+                              delta_error: float,
+                              gauss_prv: Optional[Tuple[Optional[float], str]] = None) -> EpsilonReport:
     """The report with the Gaussian-domination ε (Lemma N) published where it is below the Rényi bound (both
-    proven; method "prv_gaussian")."""
+    proven; method "prv_gaussian"; ``gauss_prv``: as :func:`_gaussian_domination_epsilon`)."""
     eps, note = _gaussian_domination_epsilon(segs, delta, report.details.get("epsilon_rdp", report.epsilon),
-                                             eps_error, delta_error)
+                                             eps_error, delta_error, gauss_prv)
     details = {**report.details, "gaussian_domination": note}
     if eps is None:
         return dataclasses.replace(report, details=details)
@@ -287,20 +294,20 @@ def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], de
 
 
 def _ball_report(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float,
-                 ball_bound: str) -> EpsilonReport:
+                 ball_bound: str, gauss_prv: Optional[Tuple[Optional[float], str]] = None) -> EpsilonReport:
     r"""The published report where the PRV covers equal spreads only, computing only what it publishes: the Rényi
     bound over the ℓp ball, or the smaller dominating Gaussian's PRV (Lemma N) or ball table's PRV
     (``ball_bound="table"``); the same ε as with ``diagnostics=True`` (the same calls, in the same order). The
     equal-spread PRV is not composed: its bracket, direction and spread are None and ``details["diagnostics"]``
     says so (:data:`.report.NOT_COMPUTED`). ε = ∞ (every Rényi moment overflows, and no PRV bound is finite) is
-    said with a UserWarning."""
+    said with a UserWarning. ``gauss_prv``: the dominating Gaussian's PRV where this query composed it already."""
     eps, order = rdp_ball_epsilon(segs, delta)
     details = {"rdp_order": order, "epsilon_rdp": eps, "eps_error": eps_error, "delta_error": delta_error,
                "dim": _dims(segs), "diagnostics": NOT_COMPUTED}
     report = EpsilonReport(epsilon=eps, epsilon_lower=None, epsilon_estimate=None, epsilon_upper=None, delta=delta,
                            mode="certified", scope="proven", method="rdp", direction=None, shape_k=None,
                            details=details)
-    report = _with_gaussian_domination(report, segs, delta, eps_error, delta_error)
+    report = _with_gaussian_domination(report, segs, delta, eps_error, delta_error, gauss_prv)
     if ball_bound == "table":
         report = _with_ball_table(report, segs, delta, eps_error, delta_error)
     if not math.isfinite(report.epsilon):
@@ -479,9 +486,9 @@ def proven_epsilon_history(history: Sequence[Sequence], delta: float, *, eps_err
         if segs and not any(s.noiseless for s in segs) and not {"prv_failed", "infinite_because"} & set(report.details):
             _remember(key, report.epsilon)  # not where it warned: a warning is said at every query
         return report.epsilon
-    eps = _gaussian_first(segs, delta, eps_error, delta_error) if ball_bound == "renyi" else None
-    if eps is None:
-        eps = _ball_report(segs, delta, eps_error, delta_error, ball_bound).epsilon  # the default report's number
+    eps, gauss_prv = _gaussian_first(segs, delta, eps_error, delta_error) if ball_bound == "renyi" else (None, None)
+    if eps is None:  # the default report's number (the Gaussian's PRV, where composed above, not composed again)
+        eps = _ball_report(segs, delta, eps_error, delta_error, ball_bound, gauss_prv).epsilon
     if ball_bound == "renyi" and math.isfinite(eps):  # an infinite bound is computed (and explained) at every query
         _remember(key, eps)
     return eps
