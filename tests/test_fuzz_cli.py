@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import mpmath
 import numpy as np
@@ -101,9 +101,18 @@ def _gauss_delta(eps: float, mu: float) -> float:
         return float(mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2))
 
 
-def _gauss_mu(sigma: float, steps: int, count: float = math.inf) -> float:
-    """μ of T full-batch Gaussian steps at noise σ with a count at σ_c: √(T(σ⁻² + σ_c⁻²))."""
-    return math.sqrt(steps * (sigma ** -2 + count ** -2))
+def _gauss_mu(sigma: float, steps: int, count: Optional[float] = None) -> float:
+    """μ of T full-batch Gaussian steps at noise σ with a count at σ_c (None: no count): √(T(σ⁻² + σ_c⁻²))."""
+    return math.sqrt(steps * (sigma ** -2 + (0.0 if count is None else count ** -2)))
+
+
+def _closed_form_mu(rec: dict, argv: List[str]) -> Optional[float]:
+    """μ where the printed record's setting is T full-batch Gaussian steps (β = 2, q = 1, p ≤ 2: G_μ exactly),
+    else None."""
+    args = dict(zip(argv[1::2], argv[2::2]))
+    if rec["beta"] == 2 and rec["sample_rate"] == 1 and float(args.get("--clip-norm-p", 2)) <= 2:
+        return _gauss_mu(rec["noise_multiplier"], rec["steps"], rec["count_noise_multiplier"])
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ accounting
@@ -124,11 +133,8 @@ def _check_epsilon_json(out: str, argv: List[str]) -> None:
     rec = json.loads(out)
     eps = float(rec["epsilon"])
     assert eps >= 0 and not math.isnan(eps), rec
-    args = dict(zip(argv[1::2], argv[2::2]))
-    p = float(args.get("--clip-norm-p", 2))
-    if rec["beta"] == 2 and rec["sample_rate"] == 1 and p <= 2:
-        count = rec["count_noise_multiplier"]
-        mu = _gauss_mu(rec["noise_multiplier"], rec["steps"], math.inf if count is None else count)
+    mu = _closed_form_mu(rec, argv)
+    if mu is not None:
         assert _gauss_delta(eps, mu) <= rec["delta"] * (1 + 1e-9) + 1e-300, (rec, mu)
 
 
@@ -193,7 +199,7 @@ def test_noise_multiplier_flags(flag, value):
         count = rec.get("count_noise_multiplier")
         eps = float(rec["epsilon"])
         assert eps <= float(rec["target_epsilon"]) and sigma > 0, rec
-        mu = _gauss_mu(sigma, rec["steps"], math.inf if count is None else count)
+        mu = _gauss_mu(sigma, rec["steps"], count)
         assert _gauss_delta(eps, mu) <= rec["delta"] * (1 + 1e-9), rec
 
 
@@ -252,10 +258,8 @@ def _check_tradeoff_json(out: str, argv: List[str]) -> None:
     assert len(fpr) == len(tpr) > 0, rec
     for a, t in zip(fpr, tpr):
         assert a <= t <= 1.0, rec
-    args = dict(zip(argv[1::2], argv[2::2]))
-    if rec["beta"] == 2 and rec["sample_rate"] == 1 and float(args.get("--clip-norm-p", 2)) <= 2:
-        count = rec["count_noise_multiplier"]
-        mu = _gauss_mu(rec["noise_multiplier"], rec["steps"], math.inf if count is None else count)
+    mu = _closed_form_mu(rec, argv)
+    if mu is not None:
         with mpmath.workdps(50):
             for a, t in zip(fpr, tpr):
                 exact = float(mpmath.ncdf(-mpmath.sqrt(2) * mpmath.erfinv(1 - 2 * mpmath.mpf(a)) + mu))
