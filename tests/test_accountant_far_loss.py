@@ -137,8 +137,36 @@ def test_many_coordinate_laplace_vertex_is_the_prv_above_a_post_processing_lower
 def test_a_loss_beyond_the_prv_range_is_refused_for_that_reason(beta, sigma, dim, q, steps):
     # per-step ε ≈ 10^3 (β = 1) and 1.8·10^5 (β = 4): beyond the ±512 the PRV grid reaches. Main refused with
     # "one-step discrete PRV: total mass 1.0107 / 1.0214"; the reason is the loss's size, and the Rényi bound stands
-    with pytest.warns(UserWarning, match=r"epsilon is too large to bound.*Rényi bound instead") as rec:
+    with pytest.warns(UserWarning, match=r"cannot hold this privacy loss on its grid.*epsilon is too large to bound"
+                                         r".*Rényi bound instead") as rec:
         rep = compute_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=1e-5, beta=beta, dim=dim,
                               clip_norm_p=INF)
-    assert not any("total mass" in str(w.message) for w in rec)
+    assert not any("total mass" in str(w.message) or "own numerics" in str(w.message) for w in rec)
     assert rep.method == "rdp" and rep.epsilon > 512 * steps / 2
+
+
+def test_a_product_whose_loss_leaves_the_grid_is_refused_for_that_reason():
+    # β = 4, σ = 0.2, p = ∞, d = 1000: the powering of the vertex's coordinate pair pushes the Q-law below its grid
+    # (3.4e-30 left on it) and the normalization would scale the finite part by 0 (C = 1). Main said "its mass
+    # normalizations shrink its curves by C = 1: the round-off is not small"; the reason is the loss's size
+    with pytest.warns(UserWarning, match=r"cannot hold this privacy loss on its grid.*privacy loss lies beyond its "
+                                         r"loss grid.*Q-law.*Rényi bound instead") as rec:
+        rep = compute_epsilon(noise_multiplier=0.2, sample_rate=0.01, steps=100, delta=1e-5, beta=4.0, dim=1000,
+                              clip_norm_p=INF)
+    assert not any("shrink its curves" in str(w.message) or "own numerics" in str(w.message) for w in rec)
+    assert rep.method == "rdp" and math.isfinite(rep.epsilon) and rep.epsilon > 1e6
+
+
+def test_discrete_pair_refusals_name_the_loss_beyond_the_grid_or_the_round_off():
+    # a Q-law with almost all its mass at −∞ (its finite part is more than 1 − q_∞ allows): LossBeyondGrid, also a
+    # ValueError; a law of mass 1.5 on the grid (a broken product, not a far loss): the plain AccountingError
+    from opacus_gg.accountants.checks import AccountingError, LossBeyondGrid
+    from opacus_gg.accountants.discrete import DiscretePair
+
+    omega, nu = np.array([0.5, 0.5]), np.array([1e-30, 0.0])
+    with pytest.raises(LossBeyondGrid, match=r"beyond its loss grid \[-1, 0\].*Q-law 1e-30 on the grid") as info:
+        DiscretePair(-1.0, 1.0, omega, nu, 0.0, 1.0)
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(AccountingError) as info:
+        DiscretePair(-1.0, 1.0, np.array([0.75, 0.75]), np.array([0.5, 0.5]), 0.0, 0.0)
+    assert not isinstance(info.value, LossBeyondGrid)

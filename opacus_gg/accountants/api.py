@@ -33,7 +33,7 @@ import numpy as np
 from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
-from .checks import AccountingError
+from .checks import AccountingError, LossBeyondGrid
 from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
@@ -422,6 +422,14 @@ def _quiet_floats() -> np.errstate:
 PRV_OUT_OF_RANGE = (ArithmeticError, RuntimeError, ValueError)
 
 
+def _prv_refusal(error: BaseException) -> str:
+    """The first words of the warning where the PRV composition refused: the loss's size (:class:`LossBeyondGrid`)
+    or a failed self-check of its numerics (anything else)."""
+    if isinstance(error, LossBeyondGrid):
+        return "the PRV accountant cannot hold this privacy loss on its grid"
+    return "the PRV accountant could not certify its own numerics"
+
+
 def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException, *,
                      prv_published: bool = False) -> EpsilonReport:
     r"""The report where the PRV composition is out of its numerical range: the proven Rényi bound over the ℓp
@@ -433,10 +441,9 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
     (the report's ``prv_bracket`` then carries ``not_available``)."""
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
     if prv_published:
-        warnings.warn(f"the PRV accountant could not certify its own numerics at beta="
-                      f"{sorted({s.beta for s in segs})}, noise_multiplier={sorted({s.noise_multiplier for s in segs})}"
-                      f" ({reason}): the published epsilon is the proven, looser Rényi bound instead",
-                      UserWarning, stacklevel=3)
+        warnings.warn(f"{_prv_refusal(error)} at beta={sorted({s.beta for s in segs})}, noise_multiplier="
+                      f"{sorted({s.noise_multiplier for s in segs})} ({reason}): the published epsilon is the proven, "
+                      "looser Rényi bound instead", UserWarning, stacklevel=3)
     try:
         with np.errstate(all="ignore"):  # the Rényi path checks its own numbers (infinite moments → ε = ∞)
             eps, order = rdp_ball_epsilon(segs, delta)
@@ -617,7 +624,7 @@ def compute_delta(
         return max(compose_delta(segs, epsilon, d, eps_error=eps_error) for d in ("remove", "add"))
     except PRV_OUT_OF_RANGE as e:  # as compute_epsilon: the proven Rényi bound, said aloud, never a traceback
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        warnings.warn(f"the PRV accountant could not certify its own numerics at beta={segs[0].beta:g}, "
+        warnings.warn(f"{_prv_refusal(e)} at beta={segs[0].beta:g}, "
                       f"noise_multiplier={segs[0].noise_multiplier:g} ({reason}): the published delta is the proven, "
                       "looser Rényi bound instead", UserWarning, stacklevel=2)
         with np.errstate(all="ignore"):

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = ["AccountingError", "check_finite", "check_pmf", "mass_budget", "UNIT_ROUNDOFF", "fft_eta",
+__all__ = ["AccountingError", "LossBeyondGrid", "check_finite", "check_pmf", "mass_budget", "UNIT_ROUNDOFF", "fft_eta",
            "fft_convolution_error"]
 
 
@@ -21,6 +21,12 @@ class AccountingError(ArithmeticError):
 
     The message names the setting (β, σ, q, T, δ, d, p as known) and what the user can change.
     """
+
+
+class LossBeyondGrid(AccountingError, ValueError):
+    """The privacy loss lies (almost all) beyond the loss grid the PRV composition can hold: no check failed, the
+    setting is out of the PRV's range (the proven Rényi bound is published instead, and the warning says why).
+    A ValueError too, as the PRV's other out-of-range refusals."""
 
 
 def check_finite(values, what: str) -> None:

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from opacus.accountants.analysis.prv import DiscretePRV, Domain, compose_heterogeneous
 
-from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, fft_convolution_error, fft_eta
+from .checks import UNIT_ROUNDOFF, AccountingError, LossBeyondGrid, check_finite, fft_convolution_error, fft_eta
 
 from .discretization import ctd_pmf, fine_half_width, hull_tolerance, logsumexp_rows, make_domain, mesh_for, step_dprv
 from .history import PairSegment, Segment
@@ -423,7 +423,7 @@ def compose_history(
     eff_delta = delta - rho_tot
     target = budget.certify(delta, rho_tot, delta_error)  # Lemma R5: the one-step PMFs' round-off
     if target <= 0:
-        raise ValueError(
+        raise LossBeyondGrid(
             f"epsilon is too large to bound at delta={delta}: the probability that the privacy loss of these steps "
             f"is infinite or beyond the accounting grid is only bounded by {min(rho_tot, 1.0):.3g} (≥ delta); "
             "increase noise_multiplier or delta, "

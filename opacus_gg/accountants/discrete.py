@@ -27,7 +27,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 from scipy import fft as sp_fft
 
-from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, fft_convolution_error, mass_budget
+from .checks import UNIT_ROUNDOFF, AccountingError, LossBeyondGrid, check_finite, check_pmf, fft_convolution_error, mass_budget
 from .gg_pair import GGPair, _safe_log
 
 __all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair", "tie_mismatch",
@@ -96,7 +96,9 @@ class DiscretePair:
         computed first, from the law as given: the scaling (a) then cannot shrink that atom (it would lower
         H(Q‖P)); the Q-excess (a) creates instead is scaled away by (b), which C accounts for.
         C is updated by the net factor g = f·s of the finite part when g < 1 (the atoms at ±∞ are ≥ those given),
-        so normalizing a normalized pair again leaves it and its C as they are."""
+        so normalizing a normalized pair again leaves it and its C as they are. A C ≥ :data:`MAX_ROUNDOFF` is refused:
+        :class:`LossBeyondGrid` where a law scaled by (b) has more than half its mass at its infinite atom (the loss
+        has left the grid, e.g. a product of many far-shifted coordinates), else AccountingError."""
         omega, nu = self.omega, self.nu
         tot_p, tot_q = np.sum(omega, dtype=np.longdouble), np.sum(nu, dtype=np.longdouble)
         self.q_ninf = float(min(max(self.q_ninf, float(1 - tot_q)), 1.0))  # (c), from the law as given
@@ -110,10 +112,13 @@ class DiscretePair:
         elif deficit > 0:
             self.p_inf = float(min(self.p_inf + deficit, 1.0))  # mass the caller left off the grid: at +∞
             rest_p = 1 - np.longdouble(self.p_inf)
-        s = 1.0
-        for tot, rest in ((tot_p, rest_p), (tot_q, rest_q)):
+        s, off_grid = 1.0, []
+        for law, tot, rest in (("P", tot_p, rest_p), ("Q", tot_q, rest_q)):
             if tot > rest:
                 s = min(s, max(float(rest / tot), 0.0))
+                if rest < 0.5:  # most of this law at its infinite atom: the loss has left the grid
+                    off_grid.append(f"{law}-law {float(tot):.3g} on the grid, {1.0 - float(rest):.17g} at "
+                                    f"{'+' if law == 'P' else '−'}∞")
         g = f * s
         if g != 1.0:
             omega, nu = omega * g, nu * g
@@ -121,6 +126,10 @@ class DiscretePair:
             self.roundoff = 1.0 - (1.0 - self.roundoff) * g * (1.0 - UNIT_ROUNDOFF)
         self.omega, self.nu = omega, nu
         self.q_ninf = float(min(max(self.q_ninf, 1.0 - float(np.sum(nu, dtype=np.longdouble))), 1.0))
+        if not self.roundoff < MAX_ROUNDOFF and off_grid:
+            raise LossBeyondGrid(f"discrete pair: the privacy loss lies beyond its loss grid [{self.t0:.6g}, "
+                                 f"{self.t0 + self.h * (self.omega.size - 1):.6g}] ({'; '.join(off_grid)}): "
+                                 "no PRV grid holds this step")
         if not self.roundoff < MAX_ROUNDOFF:
             raise AccountingError(f"discrete pair: its mass normalizations shrink its curves by C = "
                                   f"{self.roundoff:.3g} (≥ {MAX_ROUNDOFF:g}): the round-off is not small")

@@ -23,7 +23,7 @@ from opacus.accountants.analysis.prv import Domain
 from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
-from .checks import UNIT_ROUNDOFF, AccountingError, check_finite, check_pmf, mass_budget
+from .checks import UNIT_ROUNDOFF, AccountingError, LossBeyondGrid, check_finite, check_pmf, mass_budget
 from .discrete import WIDE_DTYPE
 from .history import Segment
 from .profile import CHORD_STRIDE, one_step_delta, pairs_of
@@ -398,7 +398,7 @@ def _chernoff(segs: Sequence[Segment], direction: str, delta_error: float) -> Tu
             return L, float(_LAMBDAS[i])
         prev_rho = rho_tot
         if L0 >= 512:
-            raise ValueError(
+            raise LossBeyondGrid(
                 "cannot certify this setting: the composed privacy loss needs a domain wider than ±512 "
                 "(epsilon in the hundreds); increase noise_multiplier or reduce steps"
             )
@@ -495,7 +495,7 @@ def make_domain(segs: Sequence[Segment], direction: str, delta_error: float, eps
         total = sum(s.steps for s in segs)
         serve = _servable_steps(segs, direction, delta_error, eps_error, min_half_width, mesh)
         at = f"delta={delta:g}" if delta is not None else f"delta_error={delta_error:g}"
-        raise ValueError(
+        raise LossBeyondGrid(
             f"the PRV grid for steps={total} at {at} would need {2 * L / h:.3g} points (> {MAX_DOMAIN_POINTS:.0e}); "
             f"at these settings it serves about steps <= {serve}: reduce steps, or increase noise_multiplier, "
             f"delta or eps_error (now {eps_error:g})"
