@@ -248,6 +248,22 @@ def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_
     return a
 
 
+#: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
+#: p < ∞): "renyi" (the Rényi bound, :mod:`.accountants.ball_rdp`, or for β ≤ 2 the dominating Gaussian's PRV where smaller;
+#: fast) or "table" (the smallest of those and the PRV of the ball table's pair, :mod:`.accountants.ball_prv`, for p ≤ 1.8, and
+#: p ≤ 2 above β = 2; one table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at
+#: σ = 0.5 and p ≤ 1.6 and about 30 min at σ = 0.5, p = 1.8, 6.5–8.5 min at β > 2, p = 2, σ = 1 (loaded machine);
+#: kept per process and on disk, :mod:`.accountants.table_cache`)
+BALL_BOUNDS = ("renyi", "table")
+
+
+def validate_ball_bound(ball_bound: str, name: str = "ball_bound") -> str:
+    """``ball_bound`` must be one of :data:`BALL_BOUNDS`."""
+    if ball_bound not in BALL_BOUNDS:
+        raise ValueError(f"{name} must be one of {BALL_BOUNDS}, got {ball_bound!r}")
+    return ball_bound
+
+
 def validate_clipping(clipping: str, beta: float, clip_norm_p: float, name: str = "clipping") -> str:
     """``clipping`` ∈ {flat, per_layer, adaptive, ghost}; ghost clipping needs p = 2 (its norms are ℓ2; any β:
     the GG noise is added after clipping), adaptive takes every β and p."""

@@ -58,6 +58,7 @@ def test_unknown_keys_are_rejected(tmp_path: Path) -> None:
     ("privacy.target_epsilon", 0, "privacy.target_epsilon"), ("data.name", "mnist", "data.name"),
     ("privacy.calibration", "rdp", "privacy.calibration"), ("privacy.clip_norm_p", 0.5, "clip_norm_p"),
     ("privacy.clipping", "ghost", "privacy.clipping"),
+    ("privacy.ball_bound", "tables", r"privacy.ball_bound must be one of \('renyi', 'table'\)"),
     ("privacy.target_unclipped_quantile", 1.5, "privacy.target_unclipped_quantile"),
     ("privacy.clipbound_learning_rate", -0.1, "privacy.clipbound_learning_rate"),
     ("privacy.unclipped_num_std", 0, "privacy.unclipped_num_std"),

@@ -62,6 +62,31 @@ def test_quickstart_with_adaptive_clipping_via_cli(tmp_path: Path, capsys: pytes
     assert [tuple(h) for h in hist] == [(1.2, res["sample_rate"], 4, 1.5, res["dim"], 2.0, 6.4)]
 
 
+def test_a_run_with_the_ball_table_publishes_the_tables_proven_epsilon(tmp_path: Path, monkeypatch,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """--set privacy.ball_bound=table (β = p = 1.5, fixed σ; a coarse table, no disk cache): the engine accounts
+    with the ball table, and the run's ε is compute_epsilon's with ball_bound="table" on the same history: the
+    smallest proven bound, ≤ the default's."""
+    from opacus_gg.accountants import api, compute_epsilon
+    from opacus_gg.accountants.ball_prv import TableSpec
+
+    monkeypatch.setenv("OPACUS_GG_CACHE", "off")
+    monkeypatch.setattr(api, "TABLE_SPEC", TableSpec(a0=0.2, ratio_low=1.2, ratio_high=1.1, high_from=0.5, h=0.02,
+                                                     half_width=8.0))
+    rc = main(TINY_QUICKSTART + ["--noise-multiplier", "1.0", "--set", "privacy.clip_norm_p=1.5", "--set",
+                                 "privacy.ball_bound=table", "--set", "privacy.paper_epsilon=false",
+                                 "--output-dir", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["ball_bound"] == "table" and res["epsilon_scope"] == "proven"
+    kw = dict(noise_multiplier=1.0, sample_rate=res["sample_rate"], steps=res["rows"][-1]["steps"], delta=1e-5,
+              beta=1.5, dim=res["dim"], clip_norm_p=1.5)
+    table = compute_epsilon(**kw, ball_bound="table")
+    assert "epsilon_ball_table" in table.details
+    assert res["epsilon"] == pytest.approx(table.epsilon, rel=1e-12)
+    assert res["epsilon"] <= compute_epsilon(**kw).epsilon
+
+
 def test_adaptive_run_solves_sigma_with_the_count(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """privacy.clipping: adaptive with σ calibrated (β = 2): make_private_with_epsilon solves σ with the count, so
     the ε the accountant reports with the count meets the target (target − tolerance ≤ ε ≤ target)."""

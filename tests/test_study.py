@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from opacus_gg.experiments.study import aggregate, best_c, drop_in, run_study, study_config, write_outputs
+from opacus_gg.experiments.study import (aggregate, best_c, drop_in, markdown_tables, run_study, study_config,
+                                         write_outputs)
 from opacus_gg.tuning import grad_norm_ratio, lp_max_grad_norm
 
 
@@ -35,6 +36,9 @@ def test_study_on_a_tiny_grid_keeps_epsilon_per_group_and_maps_c(tmp_path: Path)
     paths = write_outputs(res, tmp_path, "breast_cancer")
     table = paths["table"].read_text()
     assert "| 8 | 1 | ℓβ (p = 1) |" in table and "| 8 | 1 | ℓ2 (p = 2) |" in table and "(proven)" in table
+    assert "ball table" not in table  # the caption names the bound: privacy.ball_bound = table only where set
+    assert "every shift of the ℓp ball, the ball table's PRV where it applies)" in markdown_tables(
+        agg, dataset="breast_cancer", delta=1e-5, ball_bound="table")
     assert paths["figure"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = run_study(cfg, tmp_path, betas=[1.0, 2.0], epsilons=[8.0], seeds=[0, 1], c_grid=[0.3, 1.0],
                       workers=2, log=lambda s: None)  # finished runs are reused, groups in two processes, in order

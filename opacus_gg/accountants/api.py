@@ -30,7 +30,8 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..validation import validate_delta, validate_delta_error, validate_nonnegative, validate_positive
+from ..validation import (BALL_BOUNDS, validate_ball_bound, validate_delta, validate_delta_error,
+                          validate_nonnegative, validate_positive)
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
 from .checks import AccountingError, LossBeyondGrid
@@ -45,23 +46,9 @@ __all__ = ["compute_epsilon", "compute_epsilon_history", "proven_epsilon_history
            "ball_table_epsilon", "gaussian_dominated_history", "BALL_BOUNDS"]
 
 MODES = ("certified", "paper")
-#: how the proven ε over the ℓp ball is computed where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1,
-#: p < ∞): "renyi" (the Rényi bound, :mod:`.ball_rdp`, or for β ≤ 2 the dominating Gaussian's PRV where smaller;
-#: fast) or "table" (the smallest of those and the PRV of the ball table's pair, :mod:`.ball_prv`, for p ≤ 1.8, and
-#: p ≤ 2 above β = 2; one table per (β, p, σ), 35–95 s each at σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at
-#: σ = 0.5 and p ≤ 1.6 and about 30 min at σ = 0.5, p = 1.8, 6.5–8.5 min at β > 2, p = 2, σ = 1 (loaded machine);
-#: kept per process and on disk, :mod:`.table_cache`)
-BALL_BOUNDS = ("renyi", "table")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`); None: the default
 #: for each segment's p and β (:func:`.ball_prv.default_spec`)
 TABLE_SPEC: Optional[TableSpec] = None
-
-
-def validate_ball_bound(ball_bound: str) -> str:
-    """``ball_bound`` must be one of :data:`BALL_BOUNDS`."""
-    if ball_bound not in BALL_BOUNDS:
-        raise ValueError(f"ball_bound must be one of {BALL_BOUNDS}, got {ball_bound!r}")
-    return ball_bound
 
 
 def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float]) -> Tuple[float, float]:

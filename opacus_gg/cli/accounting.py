@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Dict
 
+from ..validation import BALL_BOUNDS
 from . import (
     DIM_HELP,
     CLIError,
@@ -210,7 +211,7 @@ def _add_common(p: argparse.ArgumentParser, epochs: bool = False) -> None:
     p.add_argument("--count-noise-multiplier", type=noise_value, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
-    p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
+    p.add_argument("--ball-bound", choices=BALL_BOUNDS, default="renyi",
                    help="proven bound over the ℓp ball where the PRV covers equal spreads only (β ≠ 1, 2, d > 1): "
                         "renyi (fast: the Rényi bound, or the dominating Gaussian's PRV where smaller) or table (the "
                         "smallest of those and the PRV of the ball table, p ≤ 1.8, or p ≤ 2 above β = 2: tighter, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, List
 
+from ..validation import BALL_BOUNDS
 from . import CLIError, add_mechanism_args, dumps_json, needs_dim, noise_value, positive_float, writable_file
 from .accounting import COUNT_HELP, _reword
 
@@ -93,7 +94,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--count-noise-multiplier", type=noise_value, default=None, help=COUNT_HELP)
     p.add_argument("--eps-error", type=positive_float, default=0.01,
                    help="ε discretization error of the PRV accountant (the bound includes it)")
-    p.add_argument("--ball-bound", choices=["renyi", "table"], default="renyi",
+    p.add_argument("--ball-bound", choices=BALL_BOUNDS, default="renyi",
                    help="where the PRV covers equal spreads only: the curve from the Rényi bound and the dominating "
                         "Gaussian (renyi), or also from the ball table's pairs (table; slow, once per σ)")
     p.add_argument("--fpr", default="1e-3,1e-2,0.1", help=FPR_HELP)

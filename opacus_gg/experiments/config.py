@@ -21,6 +21,7 @@ import yaml
 
 from ..validation import (
     COUNT_SENSITIVITY,
+    validate_ball_bound,
     validate_beta,
     validate_clip_norm_p,
     validate_delta,
@@ -136,6 +137,10 @@ DEFAULTS: Config = {
         "unclipped_num_std": None,  # σ_b of the count; None = train.batch_size / 20 (Andrew et al.); σ_c = 2σ_b
         "poisson_sampling": True,
         "calibration": "certified",  # certified | paper: which ε the σ solver targets
+        # the proven bound over the ℓp ball where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1): renyi (fast)
+        # | table (tighter, the ball table's PRV for p ≤ 1.8, and p ≤ 2 above β = 2: minutes per σ, kept on disk;
+        # docs/accounting.md, "Every shift at PRV level"); GGPrivacyEngine(ball_bound=...)
+        "ball_bound": "renyi",
         # also report the paper-mode ε (an estimate, NOT a guarantee for β ≠ 2): false | final | true (every
         # epoch). It is a sampled PRV (10^6 draws per step shape, one composition, without its error bars): 0.1–0.5 s
         # of CPU per evaluation at T ≤ 10^4 (docs/paper_mode_and_cli.md); the default computes it once, after the
@@ -276,6 +281,7 @@ def validate_config(cfg: Config) -> Config:
                                   "privacy.noise_multiplier", allow_zero=False)
     if p["calibration"] not in ("certified", "paper"):
         raise ValueError(f"privacy.calibration must be 'certified' or 'paper', got {p['calibration']!r}")
+    validate_ball_bound(p["ball_bound"], "privacy.ball_bound")
     if p["clipping"] not in CLIPPING:
         raise ValueError(f"privacy.clipping must be one of {CLIPPING}, got {p['clipping']!r}")
     validate_probability(_number("privacy.target_unclipped_quantile", p["target_unclipped_quantile"]),

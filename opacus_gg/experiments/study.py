@@ -227,13 +227,15 @@ def _norm(p: float, beta: float) -> str:
 
 
 def markdown_tables(agg: Sequence[Dict[str, Any]], *, dataset: str, delta: float,
-                    ratios: Optional[Dict[str, float]] = None) -> str:
-    """The study's tables: best C per (ε, β, clipping norm), every C, and the drop-in against the grid's best."""
+                    ratios: Optional[Dict[str, float]] = None, ball_bound: str = "renyi") -> str:
+    """The study's tables: best C per (ε, β, clipping norm), every C, and the drop-in against the grid's best
+    (``ball_bound``: the config's ``privacy.ball_bound``, named in the caption)."""
     bests = best_c(agg)
     dim = next((a["dim"] for a in agg), None)
+    table = ", the ball table's PRV where it applies" if ball_bound == "table" else ""
     lines = [f"Test accuracy (%) on {dataset} after the last epoch, mean ± sd over seeds; δ = {delta:g}, "
              f"d = {dim} parameters. σ solved per (target ε, β, p) so that the proven ε (GG PRV accountant, "
-             "every shift of the ℓp ball) is ≤ the target; 'proven ε' is the largest over the group's runs, "
+             f"every shift of the ℓp ball{table}) is ≤ the target; 'proven ε' is the largest over the group's runs, "
              "rounded up. C is in the clipping norm's own units (C = C₂ · median ‖g‖_p/‖g‖₂ for p ≠ 2). The "
              "choice of C on test accuracy is not accounted (standard practice).", ""]
     if ratios:
@@ -282,7 +284,8 @@ def write_outputs(result: Dict[str, Any], out_dir: Path, dataset: str) -> Dict[s
     cfg = result["config"]
     paths = {"table": out_dir / "study.md", "figure": out_dir / f"beta_study_{dataset}.png"}
     paths["table"].write_text(markdown_tables(agg, dataset=dataset, delta=float(cfg["privacy"]["target_delta"]),
-                                              ratios=result.get("ratios")))
+                                              ratios=result.get("ratios"),
+                                              ball_bound=cfg["privacy"].get("ball_bound", "renyi")))
     n_seeds = max(a["n"] for a in agg)
     plot_beta_study(best_c(agg), paths["figure"],
                     title=f"{dataset} ({cfg['model']['name']}, d = {agg[0]['dim']}), δ = "

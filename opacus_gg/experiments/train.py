@@ -110,11 +110,12 @@ def prepare_data(cfg: Config, progress: Optional[Callable] = None) -> DataBundle
     return bundle
 
 
-def make_privacy_engine() -> Any:
-    """``opacus_gg.GGPrivacyEngine(accountant="gg_prv")``: β-DP-SGD with the GG PRV accountant."""
+def make_privacy_engine(ball_bound: str = "renyi") -> Any:
+    """``opacus_gg.GGPrivacyEngine(accountant="gg_prv", ball_bound=ball_bound)``: β-DP-SGD with the GG PRV
+    accountant (``ball_bound``: config ``privacy.ball_bound``)."""
     from opacus_gg.engine import GGPrivacyEngine
 
-    return GGPrivacyEngine(accountant="gg_prv")
+    return GGPrivacyEngine(accountant="gg_prv", ball_bound=ball_bound)
 
 
 def _paper_epsilon(accountant: Any, delta: float, eps_error: float) -> Any:
@@ -304,7 +305,7 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
     steps_per_epoch = len(loader)
     sample_rate = 1.0 / steps_per_epoch  # what Opacus's DPDataLoader uses for expected batch size B: ≈ B/n
 
-    engine = make_privacy_engine()
+    engine = make_privacy_engine(p["ball_bound"])
     adaptive = adaptive_arguments(cfg)
     common = dict(module=model, optimizer=optimizer, data_loader=loader, max_grad_norm=float(p["max_grad_norm"]),
                   poisson_sampling=bool(p["poisson_sampling"]), beta=beta, clip_norm_p=p["clip_norm_p"],
@@ -352,7 +353,7 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
         "adaptive": adaptive or None, "count_noise_multiplier": getattr(optimizer, "count_noise_multiplier", None),
         "target_delta": delta,
         "target_epsilon": p["target_epsilon"] if calibration != "fixed" else None, "calibration": calibration,
-        "engine": type(engine).__name__, "seed": cfg["seed"],
+        "ball_bound": p["ball_bound"], "engine": type(engine).__name__, "seed": cfg["seed"],
         "epsilon_note": "epsilon: the GG PRV accountant's epsilon for this run (dim = #params), with the scope in "
                         "epsilon_scope; epsilon_paper: the paper's one-hot accounting, scope in epsilon_paper_scope",
     }
