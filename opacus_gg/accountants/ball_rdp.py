@@ -561,22 +561,36 @@ def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.n
         return i, float(F[i])
     low = lam * mp + dim * first
 
-    def row_values(sel: np.ndarray):
-        todo = sp[sel] > first[sel, None]  # as _interval_max: only where the other bounds exceed the first value
+    def row_values(sel: np.ndarray, known: np.ndarray):
+        # as _interval_max: only where the other bounds exceed the value already known (``known`` at top, and at
+        # the hint column where not -inf), which the row's max is at least
+        todo = sp[sel] > np.maximum(first[sel], known)[:, None]
         todo[np.arange(sel.size), top[sel]] = False
+        todo[np.arange(sel.size), hint] = False
         r, c = np.nonzero(todo)
         vals = np.full((sel.size, sp.shape[1]), -np.inf)
         vals[np.arange(sel.size), top[sel]] = first[sel]
+        vals[np.arange(sel.size), hint] = np.maximum(vals[np.arange(sel.size), hint], known)
         vals[r, c] = np.minimum(sp[sel[r], c], (yield chord_at(sel[r], c)))
-        return lam[sel] * mp + dim * np.max(vals, axis=1)
+        return vals
 
     r0 = int(np.argmin(low))
     F = np.full(lam.size, np.inf)
-    F[r0] = (yield from row_values(np.array([r0])))[0]
+    hint = int(top[r0])
+    vals = yield from row_values(np.array([r0]), np.array([-np.inf]))
+    F[r0] = lam[r0] * mp + dim * np.max(vals[0])
     rest = np.nonzero(low <= F[r0])[0]
     rest = rest[rest != r0]
     if rest.size:
-        F[rest] = yield from row_values(rest)
+        # the column of r0's max: the other rows (nearby λ) often peak there too; their value there raises their
+        # lower end (rows above F[r0] are dropped) and the value every other column must exceed to be computed
+        hint = int(np.argmax(vals[0]))
+        at_hint = np.minimum(sp[rest, hint], (yield chord_at(rest, np.full(rest.size, hint))))
+        known = np.maximum(first[rest], at_hint)
+        keep = lam[rest] * mp + dim * known <= F[r0]
+        rest, known = rest[keep], known[keep]
+    if rest.size:
+        F[rest] = lam[rest] * mp + dim * np.max((yield from row_values(rest, known)), axis=1)
     i = int(np.argmin(F))
     return i, float(F[i])
 
