@@ -359,11 +359,15 @@ def _run(steps):
 def _chords_batched(asks: Sequence["_Chords"]) -> list:
     r"""[:func:`_chord_sup_at` (*ask) for ask in ``asks``], one call per (p, rounded): every request's entries are
     broadcast, flattened and concatenated, and each gets the float it gets alone (every operation of
-    :func:`_chord_sup_at` is elementwise, each array contiguous in both)."""
+    :func:`_chord_sup_at` is elementwise, each array contiguous in both). At p = 2 (closed form, no bisection: few
+    operations per call, and its broadcast grids stay small in memory) each request is answered alone."""
     out: list = [None] * len(asks)
     groups: Dict[Tuple[float, bool], list] = {}
     for k, ask in enumerate(asks):
-        groups.setdefault((ask.p, bool(ask.rounded)), []).append(k)
+        if ask.p == 2.0:
+            out[k] = _chord_sup_at(*ask)
+        else:
+            groups.setdefault((ask.p, bool(ask.rounded)), []).append(k)
     for (p, rounded), ks in groups.items():
         shapes = [np.broadcast_shapes(*(np.shape(x) for x in asks[k][:5])) for k in ks]
         flat = [np.concatenate([np.broadcast_to(asks[k][f], shape).ravel() for k, shape in zip(ks, shapes)])
