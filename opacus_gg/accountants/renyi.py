@@ -258,25 +258,29 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     x, hw, ext_lo, ext_hi, V = gauss_legendre_nodes(xl, xr)
     c = 0.5 * (xl + xr)
     h = (xr - xl) * (1.0 + 2 * _EPS)
-    ac = a[:, None]
-    values = np.empty(x.shape)
-    for k in range(0, x.shape[0], _NODE_ROWS):  # blocks of rows that stay in cache: elementwise, the same floats
-        b = slice(k, k + _NODE_ROWS)
-        t_a, t_0 = np.abs(x[b] - ac[b]), np.abs(x[b])
-        pa, p0 = t_a ** beta, t_0 ** beta
-        gx = -(n_a[b] * pa + n_0[b] * p0) / beta
-        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
-        g1 = abs(n_a[b]) * t_a ** (beta - 1.0) + abs(n_0[b]) * t_0 ** (beta - 1.0)
-        err = 8 * _EPS * ((abs(n_a[b]) * pa + abs(n_0[b]) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star[b])[:, None]
-                          + np.abs(x[b]) * g1)
-        values[b] = np.exp(gx - g_star[b, None] + err)
-    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
 
     def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V]
         lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
         return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V)
 
     (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
+    ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
+    # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
+    # its own), in blocks of rows that stay in cache: elementwise, the same floats
+    values = np.zeros(x.shape)
+    rows = np.nonzero(ok)[0]
+    for k in range(0, rows.size, _NODE_ROWS):
+        b = rows[k: k + _NODE_ROWS]
+        xb = x[b]
+        t_a, t_0 = np.abs(xb - a[b, None]), np.abs(xb)
+        pa, p0 = t_a ** beta, t_0 ** beta
+        gx = -(n_a[b] * pa + n_0[b] * p0) / beta
+        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
+        g1 = abs(n_a[b]) * t_a ** (beta - 1.0) + abs(n_0[b]) * t_0 ** (beta - 1.0)
+        err = 8 * _EPS * ((abs(n_a[b]) * pa + abs(n_0[b]) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star[b])[:, None]
+                          + np.abs(xb) * g1)
+        values[b] = np.exp(gx - g_star[b, None] + err)
+    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
     if beta >= 3.0:
@@ -286,8 +290,7 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
     sup_sub = g(np.clip(x_star, xl, xr), a) + slack  # g monotone on each piece: endpoint or peak
     crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
-    return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star,
-                                 (da_lo > 0) & (d0_lo > 0), crude)
+    return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
 
 def clear_moment_cache() -> None:
