@@ -225,10 +225,20 @@ def gauss_legendre_nodes(xl: np.ndarray, xr: np.ndarray):
     r"""(nodes, half-widths, ellipse box) of the 16-node Gauss–Legendre rule on each subinterval [xl, xr]:
     nodes x (rows), hw = (xr − xl)/2, and the bounding box [ext_lo, ext_hi] × [−V, V] of its Bernstein ellipse
     E_ρ (ρ = 2.9): ext = c ∓ ½(ρ + 1/ρ)·hw, V = ½(ρ − 1/ρ)·hw."""
+    c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)
+    return _gauss_legendre_points(c, hw), hw, ext_lo, ext_hi, V
+
+
+def _gauss_legendre_box(xl: np.ndarray, xr: np.ndarray):
+    """(centres c, half-widths hw, ext_lo, ext_hi, V) of :func:`gauss_legendre_nodes`, without the nodes."""
     c = 0.5 * (xl + xr)
     hw = 0.5 * (xr - xl)
-    x = c[:, None] + hw[:, None] * _GL_T[None, :]
-    return x, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+    return c, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+
+
+def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """The nodes of :func:`gauss_legendre_nodes` (rows: subintervals of centre c, half-width hw), elementwise."""
+    return c[:, None] + hw[:, None] * _GL_T[None, :]
 
 
 def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarray, ok: np.ndarray,
@@ -255,8 +265,7 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
 
-    x, hw, ext_lo, ext_hi, V = gauss_legendre_nodes(xl, xr)
-    c = 0.5 * (xl + xr)
+    c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)  # the nodes: below, on the rows that read them
     h = (xr - xl) * (1.0 + 2 * _EPS)
 
     def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V]
@@ -267,11 +276,11 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
     # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
     # its own), in blocks of rows that stay in cache: elementwise, the same floats
-    values = np.zeros(x.shape)
+    values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
-        xb = x[b]
+        xb = _gauss_legendre_points(c[b], hw[b])
         t_a, t_0 = np.abs(xb - a[b, None]), np.abs(xb)
         pa, p0 = t_a ** beta, t_0 ** beta
         gx = -(n_a[b] * pa + n_0[b] * p0) / beta
