@@ -445,8 +445,7 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
                 C += t
                 C += 1.0
                 np.divide(slope, C, out=C)
-                np.power(b, p - 1.0, out=w)
-                np.multiply(lam_p, w, out=w)
+                np.multiply(lam_p, b ** (p - 1.0), out=w)  # ``**`` as before (numpy takes sqrt for ** 0.5)
                 np.greater(C, w, out=rising)
                 # left = b where rising, right = b elsewhere, as a select on the 64 bits of each float
                 # (x ^ ((x ^ b) & pick), pick = −1 or 0: the bits np.copyto(…, where=) writes, without its branches)
