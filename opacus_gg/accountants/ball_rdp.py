@@ -79,8 +79,10 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
 
 
 def _log_orders(j: np.ndarray) -> np.ndarray:
-    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j."""
-    return np.array([math.log(v) for v in j.tolist()]).reshape(j.shape)
+    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j (once per
+    distinct order)."""
+    orders, where = np.unique(j, return_inverse=True)
+    return np.array([math.log(v) for v in orders.tolist()])[where].reshape(j.shape)
 
 
 def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
