@@ -257,6 +257,31 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
     assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
 
 
+def test_graded_pieces_equal_the_per_piece_subdivision():
+    """renyi._graded_pieces (every piece of one kind at once, then back to the pieces' order) gives the initial
+    subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in order."""
+    from opacus_gg.accountants import renyi as ry
+    rng = np.random.default_rng(11)
+    pieces = []
+    for i in range(60):
+        a = float(rng.choice([1e-4, 0.3, 2.0]) * rng.uniform(0.5, 1.5))
+        x_star = a / (1.0 - float(rng.uniform(0.05, 0.95)))
+        edges = [-float(rng.uniform(2.0, 9.0))] + sorted({0.0, a, x_star, *([a] if i % 7 == 0 else [])}) \
+            + [float(rng.uniform(10.0, 40.0))]
+        pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
+    xl, xr, owner = ry._graded_pieces(pieces)
+    XL, XR, own = [], [], []
+    for p, q, kind, i in pieces:
+        pts = p + (q - p) * ry._FRACTIONS[kind]
+        pts[-1] = q
+        XL.append(pts[:-1])
+        XR.append(pts[1:])
+        own.append(np.full(len(pts) - 1, i))
+    assert len({kind for _, _, kind, _ in pieces}) == 4  # graded at p, at q, at both, at neither
+    assert _same_floats(xl, np.concatenate(XL)) and _same_floats(xr, np.concatenate(XR))
+    assert np.array_equal(owner, np.concatenate(own))
+
+
 @pytest.mark.parametrize("n", [1, 7, 40001])
 def test_log_mgf_equals_scipy_logsumexp_bit_for_bit(n):
     """K(λ) of the Chernoff half-width in cached blocks equals scipy's logsumexp, the 2-D call on every λ at once

@@ -135,7 +135,7 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     todo = [i for i in todo if j_arr[i] != 1.0]  # M(1) = 1
     if not todo:
         return out
-    own, XL, XR, setups = [], [], [], {}
+    pieces, setups = [], {}
     for i in todo:
         a = float(shifts[i])
         j = float(j_arr[i])
@@ -159,19 +159,12 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         tail += beta / L ** (beta - 1.0) * math.exp(-L ** beta / beta - g_star)
         setups[i] = (x_star, g_star, slack, tail)
         edges = [-L] + sorted({0.0, a, x_star}) + [R]
-        for p, q in zip(edges[:-1], edges[1:]):
-            if not q > p:
-                continue
-            pts = p + (q - p) * _FRACTIONS[(p in (0.0, a), q in (0.0, a))]
-            pts[-1] = q
-            XL.append(pts[:-1])
-            XR.append(pts[1:])
-            own.append(np.full(len(pts) - 1, i))
-    if not own:
+        pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
+    if not pieces:
         for i in todo:
             _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
         return out
-    xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
+    xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
     params = np.zeros((5, n))
     for i, (x_star, g_star, slack, _) in setups.items():
@@ -190,6 +183,27 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     for i in todo:
         _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
     return out
+
+
+def _graded_pieces(pieces: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(xl, xr, owner) of the initial subintervals of ``pieces`` [(p, q, graded ends, owner)], in their order: the
+    points p + (q − p)·_FRACTIONS[graded ends], the last one q (all pieces of one kind at once: the same floats as
+    one piece at a time, every operation elementwise)."""
+    kinds: Dict[tuple, list] = {}
+    for k, piece in enumerate(pieces):
+        kinds.setdefault(piece[2], []).append(k)
+    XL, XR, own, seq = [], [], [], []
+    for kind, ks in kinds.items():
+        p, q, owner = (np.array([pieces[k][f] for k in ks]) for f in (0, 1, 3))
+        pts = p[:, None] + (q - p)[:, None] * _FRACTIONS[kind][None, :]
+        pts[:, -1] = q
+        m = pts.shape[1] - 1
+        XL.append(pts[:, :-1].ravel())
+        XR.append(pts[:, 1:].ravel())
+        own.append(np.repeat(owner, m))
+        seq.append(np.repeat(ks, m))
+    order = np.argsort(np.concatenate(seq), kind="stable")  # back to the pieces' order, each piece's in its own
+    return np.concatenate(XL)[order], np.concatenate(XR)[order], np.concatenate(own)[order]
 
 
 def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, epsrel: np.ndarray,
