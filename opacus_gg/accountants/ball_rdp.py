@@ -562,9 +562,10 @@ def _min_row(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray
 def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
                    A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None):
     """:func:`_min_row` as a step generator (:class:`_Chords` requests), returning (i, F_i, c_i), c_i a column where
-    row i's max is (−1 where not known). ``seed`` = (k, F_k, c): row k's F (its float: computed before on the same
-    λ, G, K, U, A) and such a column; then row k is not computed again, and the rows' lower ends read column c
-    beside their top column in the same request (two requests instead of four)."""
+    row i's max was found (−1 where not known; a hint for rows of nearby λ, any column is valid). ``seed`` =
+    (k, F_k, c): row k's F (its float: computed before on the same λ, G, K, U, A) and such a column; then row k is
+    not computed again, and the rows' lower ends read column c beside their top column in the same request (two
+    requests instead of four)."""
     p = 2.0 / s
     sp = _step_power(lam, G, Kq, U, s) if p != 2.0 else None
     if sp is None or np.isnan(sp).any():
