@@ -259,7 +259,8 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
 
 def test_graded_pieces_equal_the_per_piece_subdivision():
     """renyi._graded_pieces (every piece of one kind at once, then back to the pieces' order) gives the initial
-    subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in order."""
+    subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in
+    order."""
     from opacus_gg.accountants import renyi as ry
     rng = np.random.default_rng(11)
     pieces = []

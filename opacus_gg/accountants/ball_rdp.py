@@ -614,7 +614,8 @@ def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.n
         if rest.size:
             # the column of r0's max: the other rows (nearby λ) often peak there too; their value there raises their
             # lower end (rows above F[r0] are dropped) and the value every other column must exceed to be computed
-            known = np.maximum(first[rest], np.minimum(sp[rest, hint], (yield chord_at(rest, np.full(rest.size, hint)))))
+            at_hint = np.minimum(sp[rest, hint], (yield chord_at(rest, np.full(rest.size, hint))))
+            known = np.maximum(first[rest], at_hint)
     else:
         F[r0], cols[r0] = F0, hint
         rest = rows[rows != r0]
