@@ -282,9 +282,9 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)  # the nodes: below, on the rows that read them
     h = (xr - xl) * (1.0 + 2 * _EPS)
 
-    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V]
+    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V] (the max only where read: β ≥ 3)
         lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
-        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V)
+        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V) if beta >= 3.0 else None
 
     (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
     ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
