@@ -86,8 +86,11 @@ def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, ro
             plain = _plain_interval_max(lam, G, Kq, U, A, s, rounded)
             chord = br._chord_sup(lam, G, A, p, rounded)
             oracle = _chord_sup_oracle(lam, G, A, p, rounded)
+            # one row (the dual's rounded value: every column in one request)
+            ones = [br._interval_max(lam[k: k + 1], G, Kq, U, A, s, rounded) for k in range(lam.size)]
         assert _same_floats(fast, plain), (p, rounded, n)
         assert _same_floats(chord, oracle), (p, rounded, n)
+        assert _same_floats(np.concatenate(ones), plain), (p, rounded, n)
 
 
 def _plain_min_row(lam, mp, dim, G, Kq, U, A, s):
@@ -121,26 +124,163 @@ def test_least_row_of_the_dual_is_the_plain_argmin_bit_for_bit(p):
         with np.errstate(all="ignore"):
             fast = br._min_row(lam, mp, dim, G, Kq, U, A, s)
             plain = _plain_min_row(lam, mp, dim, G, Kq, U, A, s)
+            # seeded with one row's F (the plain float) and any column (its max's, or another)
+            k = int(rng.integers(0, lam.size))
+            F_k = float(lam[k] * mp + dim * _plain_interval_max(lam[k: k + 1], G, Kq, U, A, s)[0])
+            seeded = br._run(br._min_row_steps(lam, mp, dim, G, Kq, U, A, s, (k, F_k, int(rng.integers(0, n)))))
         assert fast[0] == plain[0] and _same_floats(fast[1], plain[1]), (p, t)
+        assert seeded[0] == plain[0] and _same_floats(seeded[1], plain[1]), (p, t)
 
 
 @pytest.mark.parametrize("beta,p,dim,sigma", [(3.0, 3.0, 100, 1.0), (1.5, 1.5, 2410, 1.0), (1.8, 2.0, 2410, 1.0)])
 def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     """S_j of the ℓp ball (orders 2 … 4) through the fast paths, and through the plain routines (every order's
-    quadratures in its own batches, every chord bound computed)."""
+    quadratures in its own batches, every chord bound computed, each chord request answered alone)."""
     def moments():
         br.clear_caches()
         return br.ball_log_moments(4, sigma, beta, dim, p)
 
+    def plain_interval_max_steps(lam, G, Kq, U, A, s, rounded=False):  # a step generator that asks for nothing
+        return _plain_interval_max(lam, G, Kq, U, A, s, rounded)
+        yield
+
+    def plain_min_row_steps(lam, mp, dim, G, Kq, U, A, s, seed=None):
+        return _plain_min_row(lam, mp, dim, G, Kq, U, A, s) + (-1,)
+        yield
+
     fast = moments()
     with monkeypatch.context() as m:
-        m.setattr(br, "_interval_max", _plain_interval_max)
-        m.setattr(br, "_min_row", _plain_min_row)
+        m.setattr(br, "_interval_max_steps", plain_interval_max_steps)
+        m.setattr(br, "_min_row_steps", plain_min_row_steps)
         m.setattr(br, "_ball_log_moments_of", functools.partial(br._ball_log_moments_of, batched=False))
         plain = moments()
     br.clear_caches()
     assert np.all(np.isfinite(fast[2:]))
     assert _same_floats(fast, plain)
+
+
+def test_chord_requests_answered_together_equal_each_answered_alone():
+    """ball_rdp._chords_batched (the requests of several orders' duals in one call per (p, rounded), broadcast grids
+    flattened) gives each request the floats _chord_sup_at gives it alone: p ≠ 2 (the bisection), p = 2 (closed
+    form), rounded or not, rows × columns grids and gathered entries, NaN and infinite excesses."""
+    rng = np.random.default_rng(2033)
+    asks = []
+    for t in range(24):
+        p = [1.2, 1.5, 2.0, 3.0][t % 4]
+        n = int(rng.integers(2, 50))
+        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0, 800.0])
+        lam = rng.uniform(0.0, 40.0, int(rng.integers(1, 30)))
+        rounded = bool(t % 3 == 0)
+        if t % 2:
+            asks.append(br._chord_grid(lam, G, A, p, rounded))
+        else:
+            E = br._chord_excess(G)
+            r, c = rng.integers(0, lam.size, 40), rng.integers(0, n, 40)
+            asks.append(br._Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded))
+    with np.errstate(all="ignore"):
+        together = br._chords_batched(asks)
+        alone = [br._chord_sup_at(*ask) for ask in asks]
+    for k, (x, y) in enumerate(zip(together, alone)):
+        assert x.shape == y.shape and _same_floats(x, y), k
+
+
+def _subinterval_bounds_oracle(xl, xr, prm, beta):
+    """renyi._subinterval_bounds as written before issue 33's item 11 (commit 2debcb7): every node of every row at
+    once, the nodes from gauss_legendre_nodes."""
+    from opacus_gg.accountants import renyi as ry
+    a, x_star, g_star, slack, j = prm
+    c_a, c_0 = j, 1.0 - j
+    n_a, n_0 = c_a[:, None], c_0[:, None]
+
+    def g(x, a):
+        return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
+
+    x, hw, ext_lo, ext_hi, V = ry.gauss_legendre_nodes(xl, xr)
+    c = 0.5 * (xl + xr)
+    h = (xr - xl) * (1.0 + 2 * ry._EPS)
+    ac = a[:, None]
+    t_a, t_0 = np.abs(x - ac), np.abs(x)
+    pa, p0 = t_a ** beta, t_0 ** beta
+    gx = -(n_a * pa + n_0 * p0) / beta
+    g1 = abs(n_a) * t_a ** (beta - 1.0) + abs(n_0) * t_0 ** (beta - 1.0)
+    err = 8 * ry._EPS * ((abs(n_a) * pa + abs(n_0) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star)[:, None]
+                         + np.abs(x) * g1)
+    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
+
+    def dist(z0):
+        lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
+        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V)
+
+    (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
+    g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
+    if beta >= 3.0:
+        g3 = (beta - 1.0) * (beta - 2.0) * (abs(c_a) * da_hi ** (beta - 3.0) + abs(c_0) * d0_hi ** (beta - 3.0))
+    else:
+        g3 = (beta - 1.0) * abs(beta - 2.0) * (abs(c_a) * da_lo ** (beta - 3.0) + abs(c_0) * d0_lo ** (beta - 3.0))
+    g2 = g2_c * (1.0 + 1e-12) + np.hypot(ry._A_RHO * hw, V) * g3
+    sup_sub = g(np.clip(x_star, xl, xr), a) + slack
+    crude = h * np.exp(sup_sub - g_star + 8 * ry._EPS * (np.abs(sup_sub) + np.abs(g_star)))
+    return ry.gauss_legendre_bounds(hw, np.exp(gx - g_star[:, None] + err), sup_real + 0.5 * V * V * g2 - g_star,
+                                    (da_lo > 0) & (d0_lo > 0), crude)
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.5, 3.0])
+def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatch, beta):
+    """renyi._subinterval_bounds (node values in cached blocks, only on the rows whose Gauss–Legendre sum is read)
+    gives the (upper, lower) of its plain form on every call of real enclosures (orders 2 … 13 at shifts 10^{-4} … 4
+    and one j < 1: the graded subintervals at 0 and a, where the ellipse reaches a branch point), and the same
+    moment bounds."""
+    from opacus_gg.accountants import renyi as ry
+    calls = []
+    fast_bounds = ry._subinterval_bounds
+
+    def spy(xl, xr, prm, b):
+        out = fast_bounds(xl, xr, prm, b)
+        calls.append(((xl, xr, prm, b), out))
+        return out
+
+    js = np.repeat([0.5, 2.0, 3.0, 7.0, 13.0], 6)
+    shifts = np.tile([1e-4, 3e-3, 0.05, 0.4, 1.0, 4.0], 5)
+    ry.clear_moment_cache()
+    monkeypatch.setattr(ry, "_subinterval_bounds", spy)
+    with np.errstate(all="ignore"):
+        fast = ry.log_moments_upper(js, shifts, beta, 1e-9)
+        ry.clear_moment_cache()
+        monkeypatch.setattr(ry, "_subinterval_bounds", _subinterval_bounds_oracle)
+        plain = ry.log_moments_upper(js, shifts, beta, 1e-9)
+        ry.clear_moment_cache()
+        assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
+        for args, (upper, lower) in calls:
+            oracle = _subinterval_bounds_oracle(*args)
+            assert _same_floats(upper, oracle[0]) and _same_floats(lower, oracle[1])
+    assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
+
+
+def test_graded_pieces_equal_the_per_piece_subdivision():
+    """renyi._graded_pieces (every piece of one kind at once, then back to the pieces' order) gives the initial
+    subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in
+    order."""
+    from opacus_gg.accountants import renyi as ry
+    rng = np.random.default_rng(11)
+    pieces = []
+    for i in range(60):
+        a = float(rng.choice([1e-4, 0.3, 2.0]) * rng.uniform(0.5, 1.5))
+        x_star = a / (1.0 - float(rng.uniform(0.05, 0.95)))
+        edges = [-float(rng.uniform(2.0, 9.0))] + sorted({0.0, a, x_star, *([a] if i % 7 == 0 else [])}) \
+            + [float(rng.uniform(10.0, 40.0))]
+        pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
+    xl, xr, owner = ry._graded_pieces(pieces)
+    XL, XR, own = [], [], []
+    for p, q, kind, i in pieces:
+        pts = p + (q - p) * ry._FRACTIONS[kind]
+        pts[-1] = q
+        XL.append(pts[:-1])
+        XR.append(pts[1:])
+        own.append(np.full(len(pts) - 1, i))
+    assert len({kind for _, _, kind, _ in pieces}) == 4  # graded at p, at q, at both, at neither
+    assert _same_floats(xl, np.concatenate(XL)) and _same_floats(xr, np.concatenate(XR))
+    assert np.array_equal(owner, np.concatenate(own))
 
 
 @pytest.mark.parametrize("n", [1, 7, 40001])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from opacus.accountants.analysis.rdp import get_privacy_spent
@@ -79,8 +79,10 @@ def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
 
 
 def _log_orders(j: np.ndarray) -> np.ndarray:
-    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j."""
-    return np.array([math.log(v) for v in j.tolist()]).reshape(j.shape)
+    """log j per entry, each by ``math.log`` (the value a scalar order gets), for integer orders j (once per
+    distinct order)."""
+    orders, where = np.unique(j, return_inverse=True)
+    return np.array([math.log(v) for v in orders.tolist()])[where].reshape(j.shape)
 
 
 def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -323,8 +325,69 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
     r"""Upper bounds on sup_{a ∈ [A_i, A_{i+1}]} (L_j(a) − λa^p), rows λ, columns intervals (Lemma 4d):
     :func:`_chord_sup_at` at every (λ, interval)."""
+    return _chord_sup_at(*_chord_grid(lam, G, A, p, rounded))
+
+
+def _chord_grid(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> "_Chords":
+    """The request of :func:`_chord_sup`: every (λ row, interval column), broadcast."""
     E = _chord_excess(G)
-    return _chord_sup_at(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
+    return _Chords(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
+
+
+class _Chords(NamedTuple):
+    r"""A request for :func:`_chord_sup_at` (its arguments, arrays broadcast together), yielded by the dual's step
+    generators (:func:`_dual_steps`, :func:`_min_row_steps`, :func:`_interval_max_steps`,
+    :func:`_interval_values_steps`), which are sent its value: :func:`_run` answers each alone,
+    :func:`_chords_batched` the requests of several orders in one call (the same floats: the bound is elementwise)."""
+    lam: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    Ei: np.ndarray
+    Ej: np.ndarray
+    p: float
+    rounded: bool
+
+
+def _run(steps):
+    """The value a step generator returns, each of its :class:`_Chords` requests answered alone (the plain path)."""
+    try:
+        ask = next(steps)
+        while True:
+            ask = steps.send(_chord_sup_at(*ask))
+    except StopIteration as done:
+        return done.value
+
+
+def _chords_batched(asks: Sequence["_Chords"]) -> list:
+    r"""[:func:`_chord_sup_at` (*ask) for ask in ``asks``], one call per (p, rounded): every request's entries are
+    broadcast, flattened and concatenated, and each gets the float it gets alone (every operation of
+    :func:`_chord_sup_at` is elementwise, each array contiguous in both). At p = 2 (closed form, no bisection: few
+    operations per call, and its broadcast grids stay small in memory) each request is answered alone."""
+    out: list = [None] * len(asks)
+    groups: Dict[Tuple[float, bool], list] = {}
+    for k, ask in enumerate(asks):
+        if ask.p == 2.0:
+            out[k] = _chord_sup_at(*ask)
+        else:
+            groups.setdefault((ask.p, bool(ask.rounded)), []).append(k)
+    for (p, rounded), ks in groups.items():
+        if len(ks) == 1:
+            out[ks[0]] = _chord_sup_at(*asks[ks[0]])
+            continue
+        parts, shapes = [], []
+        for k in ks:
+            arrays = asks[k][:5]
+            shape = arrays[0].shape
+            if not all(x.shape == shape for x in arrays[1:]) or len(shape) != 1:
+                shape = np.broadcast_shapes(*(x.shape for x in arrays))
+                arrays = [np.broadcast_to(x, shape).ravel() for x in arrays]
+            parts.append(arrays)
+            shapes.append(shape)
+        vals = _chord_sup_at(*(np.concatenate([a[f] for a in parts]) for f in range(5)), p, rounded)
+        ends = np.cumsum([math.prod(shape) for shape in shapes])
+        for k, shape, v in zip(ks, shapes, np.split(vals, ends[:-1])):
+            out[k] = v.reshape(shape)
+    return out
 
 
 def _chord_excess(G: np.ndarray) -> np.ndarray:
@@ -367,7 +430,10 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             left = np.array(np.broadcast_to(lo, shape))
             right = np.array(np.broadcast_to(hi, shape))
             lam_p = lam * p  # derivative()'s first product, rounded as there
-            b, t, C = (np.empty(shape) for _ in range(3))
+            b, t, C, w = (np.empty(shape) for _ in range(4))
+            rising = np.empty(shape, dtype=bool)
+            pick, diff = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
+            b_bits, l_bits, r_bits = b.view(np.int64), left.view(np.int64), right.view(np.int64)
             for _ in range(24):
                 # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as
                 # slope/(1 + C) > λp·b^{p−1} (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
@@ -381,9 +447,18 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
                 C += t
                 C += 1.0
                 np.divide(slope, C, out=C)
-                rising = C > lam_p * b ** (p - 1.0)
-                np.copyto(left, b, where=rising)
-                np.copyto(right, b, where=~rising)
+                np.multiply(lam_p, b ** (p - 1.0), out=w)  # ``**`` as before (numpy takes sqrt for ** 0.5)
+                np.greater(C, w, out=rising)
+                # left = b where rising, right = b elsewhere, as a select on the 64 bits of each float
+                # (x ^ ((x ^ b) & pick), pick = −1 or 0: the bits np.copyto(…, where=) writes, without its branches)
+                np.copyto(pick, rising, casting="unsafe")
+                np.negative(pick, out=pick)
+                np.bitwise_xor(l_bits, b_bits, out=diff)
+                diff &= pick
+                l_bits ^= diff
+                np.bitwise_xor(r_bits, b_bits, out=diff)
+                diff &= pick
+                np.bitwise_xor(b_bits, diff, out=r_bits)
             b = 0.5 * (left + right)
         b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
         C = chord(b)
@@ -422,7 +497,14 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
     is an upper bound in floating point too; the slack of a bound is never charged to another (a huge K of an
     unused power bound once inflated a bound by 10^49).
     """
-    return np.minimum(_step_power(lam, G, Kq, U, s, rounded), _chord_sup(lam, G, A, 2.0 / s, rounded))
+    return _run(_interval_values_steps(lam, G, Kq, U, A, s, rounded))
+
+
+def _interval_values_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
+                           rounded: bool = False):
+    """:func:`_interval_values` as a step generator (its chord bounds one :class:`_Chords` request)."""
+    chord = yield _chord_grid(lam, G, A, 2.0 / s, rounded)
+    return np.minimum(_step_power(lam, G, Kq, U, s, rounded), chord)
 
 
 def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -432,25 +514,38 @@ def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
     the row's max is at least; an interval whose other two bounds are ≤ v cannot raise the max (its value is ≤ them),
     so its chord is skipped. Every chord bound computed is :func:`_chord_sup_at` of that entry alone (elementwise).
     At p = 2 (the chord's stationary point in closed form, no bisection) the plain max is faster: taken there."""
+    return _run(_interval_max_steps(lam, G, Kq, U, A, s, rounded))
+
+
+def _interval_max_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
+                        rounded: bool = False):
+    """:func:`_interval_max` as a step generator (:class:`_Chords` requests)."""
     p = 2.0 / s
     if p == 2.0:
-        return np.max(_interval_values(lam, G, Kq, U, A, s, rounded), axis=1)
+        return np.max((yield from _interval_values_steps(lam, G, Kq, U, A, s, rounded)), axis=1)
     sp = _step_power(lam, G, Kq, U, s, rounded)
     E = _chord_excess(G)
 
-    def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)
+    def chord_at(r: np.ndarray, c: np.ndarray) -> _Chords:
+        return _Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)
 
     rows = np.arange(lam.size)
     top = np.argmax(sp, axis=1)
-    first = np.minimum(sp[rows, top], chord_at(rows, top))
+    if lam.size == 1:  # one row (the dual's rounded value): every column in one request, the same columns read
+        cols = np.arange(sp.shape[1])
+        vals = np.minimum(sp[0], (yield chord_at(np.zeros_like(cols), cols)))
+        with np.errstate(invalid="ignore"):
+            read = sp[0] > vals[top[0]]
+        read[top[0]] = True
+        return np.array([np.max(vals[read])])
+    first = np.minimum(sp[rows, top], (yield chord_at(rows, top)))
     with np.errstate(invalid="ignore"):
         todo = sp > first[:, None]  # NaN rows (the first value NaN) compare False: their max is that NaN
     todo[rows, top] = False
     r, c = np.nonzero(todo)
     vals = np.full(sp.shape, -np.inf)
     vals[rows, top] = first
-    vals[r, c] = np.minimum(sp[r, c], chord_at(r, c))
+    vals[r, c] = np.minimum(sp[r, c], (yield chord_at(r, c)))
     return np.max(vals, axis=1)
 
 
@@ -461,44 +556,87 @@ def _min_row(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray
     is at least v, the row's value at its interval of largest other bounds, so
     fl(λm^p + fl(d·v)) ≤ F (rounding is monotone); the row of least lower end is computed, then every row whose
     lower end is at most its F (a row above it cannot be the least, nor tie it)."""
+    return _run(_min_row_steps(lam, mp, dim, G, Kq, U, A, s))[:2]
+
+
+def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
+                   A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None):
+    """:func:`_min_row` as a step generator (:class:`_Chords` requests), returning (i, F_i, c_i), c_i a column where
+    row i's max was found (−1 where not known; a hint for rows of nearby λ, any column is valid). ``seed`` =
+    (k, F_k, c): row k's F (its float: computed before on the same λ, G, K, U, A) and such a column; then row k is
+    not computed again, and the rows' lower ends read column c beside their top column in the same request (two
+    requests instead of four)."""
     p = 2.0 / s
     sp = _step_power(lam, G, Kq, U, s) if p != 2.0 else None
     if sp is None or np.isnan(sp).any():
-        F = lam * mp + dim * _interval_max(lam, G, Kq, U, A, s)
-        i = int(np.argmin(F))
-        return i, float(F[i])
+        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s))
     E = _chord_excess(G)
 
-    def chord_at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return _chord_sup_at(lam[r], A[c], A[c + 1], E[c], E[c + 1], p)
+    def chord_at(r: np.ndarray, c: np.ndarray) -> _Chords:
+        return _Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, False)
 
     rows = np.arange(lam.size)
     top = np.argmax(sp, axis=1)
-    first = np.minimum(sp[rows, top], chord_at(rows, top))
+    if seed is None:
+        first = np.minimum(sp[rows, top], (yield chord_at(rows, top)))
+    else:
+        r0, F0, hint = seed
+        both = yield chord_at(np.concatenate([rows, rows]), np.concatenate([top, np.full(rows.size, hint)]))
+        first = np.minimum(sp[rows, top], both[: rows.size])
+        at_hint = np.minimum(sp[rows, hint], both[rows.size:])
     if np.isnan(first).any():
-        F = lam * mp + dim * _interval_max(lam, G, Kq, U, A, s)
-        i = int(np.argmin(F))
-        return i, float(F[i])
+        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s))
     low = lam * mp + dim * first
 
-    def row_values(sel: np.ndarray) -> np.ndarray:
-        todo = sp[sel] > first[sel, None]  # as _interval_max: only where the other bounds exceed the first value
+    def row_values(sel: np.ndarray, known: np.ndarray):
+        # as _interval_max: only where the other bounds exceed the value already known (``known`` at top, and at
+        # the hint column where not -inf), which the row's max is at least
+        todo = sp[sel] > np.maximum(first[sel], known)[:, None]
         todo[np.arange(sel.size), top[sel]] = False
+        todo[np.arange(sel.size), hint] = False
         r, c = np.nonzero(todo)
         vals = np.full((sel.size, sp.shape[1]), -np.inf)
         vals[np.arange(sel.size), top[sel]] = first[sel]
-        vals[r, c] = np.minimum(sp[sel[r], c], chord_at(sel[r], c))
-        return lam[sel] * mp + dim * np.max(vals, axis=1)
+        vals[np.arange(sel.size), hint] = np.maximum(vals[np.arange(sel.size), hint], known)
+        vals[r, c] = np.minimum(sp[sel[r], c], (yield chord_at(sel[r], c)))
+        return vals
 
-    r0 = int(np.argmin(low))
     F = np.full(lam.size, np.inf)
-    F[r0] = row_values(np.array([r0]))[0]
-    rest = np.nonzero(low <= F[r0])[0]
-    rest = rest[rest != r0]
+    cols = np.full(lam.size, -1)
+    if seed is None:
+        r0 = int(np.argmin(low))
+        hint = int(top[r0])
+        vals = yield from row_values(np.array([r0]), np.array([-np.inf]))
+        F[r0] = lam[r0] * mp + dim * np.max(vals[0])
+        cols[r0] = hint = int(np.argmax(vals[0]))
+        rest = np.nonzero(low <= F[r0])[0]
+        rest = rest[rest != r0]
+        if rest.size:
+            # the column of r0's max: the other rows (nearby λ) often peak there too; their value there raises their
+            # lower end (rows above F[r0] are dropped) and the value every other column must exceed to be computed
+            at_hint = np.minimum(sp[rest, hint], (yield chord_at(rest, np.full(rest.size, hint))))
+            known = np.maximum(first[rest], at_hint)
+    else:
+        F[r0], cols[r0] = F0, hint
+        rest = rows[rows != r0]
+        known = np.maximum(first, at_hint)[rest]
     if rest.size:
-        F[rest] = row_values(rest)
+        keep = lam[rest] * mp + dim * known <= F[r0]
+        rest, known = rest[keep], known[keep]
+    if rest.size:
+        vals = yield from row_values(rest, known)
+        F[rest] = lam[rest] * mp + dim * np.max(vals, axis=1)
+        cols[rest] = np.argmax(vals, axis=1)
     i = int(np.argmin(F))
-    return i, float(F[i])
+    return i, float(F[i]), int(cols[i])
+
+
+def _least_row_plain_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
+                           A: np.ndarray, s: float):
+    """(i, F_i, −1) of :func:`_min_row_steps` from every row's :func:`_interval_max` (p = 2, or a NaN bound)."""
+    F = lam * mp + dim * (yield from _interval_max_steps(lam, G, Kq, U, A, s))
+    i = int(np.argmin(F))
+    return i, float(F[i]), -1
 
 
 def _dual(
@@ -508,20 +646,28 @@ def _dual(
     rounded up; lower = min_λ [λ m^p + d·max(0, max_i (G_i − λU_i))] (the same dual on grid points only:
     a refinement target, not used as a bound). Candidates: 0 and the upper-hull slopes of (U_i, G_i).
     """
+    return _run(_dual_steps(G, Kq, U, A, mp, dim, s))
+
+
+def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float):
+    """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
-    best, val = _min_row(cand, mp, dim, G, Kq, U, A, s)
+    best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
         near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
-        near_best, near_val = _min_row(near, mp, dim, G, Kq, U, A, s)
+        # the middle row is the best candidate itself (1 + 0.0): its F is known, the same float
+        same = np.nonzero(near == cand[best])[0]
+        seed = (int(same[0]), val, col) if same.size and col >= 0 else None
+        near_best, near_val, _ = yield from _min_row_steps(near, mp, dim, G, Kq, U, A, s, seed)
         if near_val < val:
             cand, best = near, near_best
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = float(_interval_max(np.array([lam]), G, Kq, U, A, s, rounded=True)[0])
+    v = float((yield from _interval_max_steps(np.array([lam]), G, Kq, U, A, s, rounded=True))[0])
     bound = (lam * mp + dim * v) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
@@ -559,10 +705,12 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
 def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
                          batched: bool = True) -> list:
     r"""[:func:`ball_log_moment` (j, …) for j in ``js``]: the orders not cached run their refinements
-    (:func:`_ball_log_moment_rounds`) side by side, and each round's quadratures of every order go in one batch
-    (``batched``; False: one batch per order, the plain path the tests compare with). Every order's grid and bound
+    (:func:`_ball_log_moment_rounds`) side by side; each round's quadratures of every order go in one batch, and so do
+    the chord bounds of every order's dual (its :class:`_Chords` requests, stage by stage: answered while any order
+    asks for them, the quadratures once every order waits for its own) (``batched``; False: one batch of quadratures
+    per order and each chord request alone, the plain path the tests compare with). Every order's grid and bound
     are those it gets alone: its refinement reads only its own values, and a batch gives each shift the value it
-    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`)."""
+    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`, :func:`_chords_batched`)."""
     keys = {j: (int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js}
     runs = {j: _ball_log_moment_rounds(j, noise_multiplier, beta, dim, clip_norm_p) for j in keys
             if keys[j] not in _ball_cache}
@@ -573,13 +721,18 @@ def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float
         except StopIteration as done:
             _ball_cache[keys[j]] = done.value
     while asks:
-        groups = [asks] if batched else [{j: a} for j, a in asks.items()]
-        answers = {}
-        for group in groups:
-            G = _log_moment_uppers_by_order(group, beta)
-            K = _quadratic_bounds_by_order(group, beta)
-            answers.update({j: (G[j], K[j]) for j in group})
-        for j in list(asks):
+        chords = [j for j, a in asks.items() if isinstance(a, _Chords)]
+        if chords:
+            vals = _chords_batched([asks[j] for j in chords]) if batched else [_chord_sup_at(*asks[j]) for j in chords]
+            answers = dict(zip(chords, vals))
+        else:
+            groups = [asks] if batched else [{j: a} for j, a in asks.items()]
+            answers = {}
+            for group in groups:
+                G = _log_moment_uppers_by_order(group, beta)
+                K = _quadratic_bounds_by_order(group, beta)
+                answers.update({j: (G[j], K[j]) for j in group})
+        for j in list(answers):
             try:
                 asks[j] = runs[j].send(answers[j])
             except StopIteration as done:
@@ -607,7 +760,7 @@ def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float) -> 
 
 def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float):
     """The refinement of :func:`ball_log_moment` as a generator: it yields the shifts whose (L_j upper bounds,
-    K bounds) it needs next, is sent them, and returns the bound."""
+    K bounds) it needs next, or its dual's chord bounds (:class:`_Chords`), is sent them, and returns the bound."""
     m = 1.0 / noise_multiplier
     p = clip_norm_p
     if dim == 1:
@@ -626,10 +779,10 @@ def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: i
         return math.inf
     bound = math.inf
     for _ in range(_REFINE_ROUNDS):
-        bound, lam, lower, lam_low = _dual(G, Kq, U, A, mp, dim, s)
+        bound, lam, lower, lam_low = yield from _dual_steps(G, Kq, U, A, mp, dim, s)
         if bound <= lower * (1.0 + _REL_TOL):
             return bound
-        e = _interval_values(np.array([lam_low]), G, Kq, U, A, s)[0]
+        e = (yield from _interval_values_steps(np.array([lam_low]), G, Kq, U, A, s))[0]
         attained = max(0.0, float(np.max(G - lam_low * U)))
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:

@@ -66,6 +66,7 @@ _TAIL_MARGIN = 60.0  # tails cut where the integrand is below e^{−60} of its p
 _EPS = 2.0 ** -52
 _MAX_INTERVALS = 1500  # a shift whose bound is still loose with this many subintervals keeps it (valid, looser)
 _MAX_ROUNDS = 40  # refinement rounds (each halves the loose subintervals of every shift still loose)
+_NODE_ROWS = 512  # subintervals whose node values are computed together (16 nodes each: 64 KiB per array)
 
 
 _moment_cache: Dict[Tuple[float, float, float, float], float] = {}
@@ -134,7 +135,7 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     todo = [i for i in todo if j_arr[i] != 1.0]  # M(1) = 1
     if not todo:
         return out
-    own, XL, XR, setups = [], [], [], {}
+    pieces, setups = [], {}
     for i in todo:
         a = float(shifts[i])
         j = float(j_arr[i])
@@ -158,19 +159,12 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         tail += beta / L ** (beta - 1.0) * math.exp(-L ** beta / beta - g_star)
         setups[i] = (x_star, g_star, slack, tail)
         edges = [-L] + sorted({0.0, a, x_star}) + [R]
-        for p, q in zip(edges[:-1], edges[1:]):
-            if not q > p:
-                continue
-            pts = p + (q - p) * _FRACTIONS[(p in (0.0, a), q in (0.0, a))]
-            pts[-1] = q
-            XL.append(pts[:-1])
-            XR.append(pts[1:])
-            own.append(np.full(len(pts) - 1, i))
-    if not own:
+        pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
+    if not pieces:
         for i in todo:
             _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
         return out
-    xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
+    xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
     params = np.zeros((5, n))
     for i, (x_star, g_star, slack, _) in setups.items():
@@ -189,6 +183,27 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     for i in todo:
         _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
     return out
+
+
+def _graded_pieces(pieces: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(xl, xr, owner) of the initial subintervals of ``pieces`` [(p, q, graded ends, owner)], in their order: the
+    points p + (q − p)·_FRACTIONS[graded ends], the last one q (all pieces of one kind at once: the same floats as
+    one piece at a time, every operation elementwise)."""
+    kinds: Dict[tuple, list] = {}
+    for k, piece in enumerate(pieces):
+        kinds.setdefault(piece[2], []).append(k)
+    XL, XR, own, seq = [], [], [], []
+    for kind, ks in kinds.items():
+        p, q, owner = (np.array([pieces[k][f] for k in ks]) for f in (0, 1, 3))
+        pts = p[:, None] + (q - p)[:, None] * _FRACTIONS[kind][None, :]
+        pts[:, -1] = q
+        m = pts.shape[1] - 1
+        XL.append(pts[:, :-1].ravel())
+        XR.append(pts[:, 1:].ravel())
+        own.append(np.repeat(owner, m))
+        seq.append(np.repeat(ks, m))
+    order = np.argsort(np.concatenate(seq), kind="stable")  # back to the pieces' order, each piece's in its own
+    return np.concatenate(XL)[order], np.concatenate(XR)[order], np.concatenate(own)[order]
 
 
 def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, epsrel: np.ndarray,
@@ -224,10 +239,20 @@ def gauss_legendre_nodes(xl: np.ndarray, xr: np.ndarray):
     r"""(nodes, half-widths, ellipse box) of the 16-node Gauss–Legendre rule on each subinterval [xl, xr]:
     nodes x (rows), hw = (xr − xl)/2, and the bounding box [ext_lo, ext_hi] × [−V, V] of its Bernstein ellipse
     E_ρ (ρ = 2.9): ext = c ∓ ½(ρ + 1/ρ)·hw, V = ½(ρ − 1/ρ)·hw."""
+    c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)
+    return _gauss_legendre_points(c, hw), hw, ext_lo, ext_hi, V
+
+
+def _gauss_legendre_box(xl: np.ndarray, xr: np.ndarray):
+    """(centres c, half-widths hw, ext_lo, ext_hi, V) of :func:`gauss_legendre_nodes`, without the nodes."""
     c = 0.5 * (xl + xr)
     hw = 0.5 * (xr - xl)
-    x = c[:, None] + hw[:, None] * _GL_T[None, :]
-    return x, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+    return c, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+
+
+def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """The nodes of :func:`gauss_legendre_nodes` (rows: subintervals of centre c, half-width hw), elementwise."""
+    return c[:, None] + hw[:, None] * _GL_T[None, :]
 
 
 def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarray, ok: np.ndarray,
@@ -254,23 +279,31 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
 
-    x, hw, ext_lo, ext_hi, V = gauss_legendre_nodes(xl, xr)
-    c = 0.5 * (xl + xr)
+    c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)  # the nodes: below, on the rows that read them
     h = (xr - xl) * (1.0 + 2 * _EPS)
-    ac = a[:, None]
-    t_a, t_0 = np.abs(x - ac), np.abs(x)
-    pa, p0 = t_a ** beta, t_0 ** beta
-    gx = -(n_a * pa + n_0 * p0) / beta
-    # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
-    g1 = abs(n_a) * t_a ** (beta - 1.0) + abs(n_0) * t_0 ** (beta - 1.0)
-    err = 8 * _EPS * ((abs(n_a) * pa + abs(n_0) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star)[:, None] + np.abs(x) * g1)
-    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
 
-    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V]
+    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V] (the max only where read: β ≥ 3)
         lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
-        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V)
+        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V) if beta >= 3.0 else None
 
     (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
+    ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
+    # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
+    # its own), in blocks of rows that stay in cache: elementwise, the same floats
+    values = np.zeros((c.size, _GL_N))
+    rows = np.nonzero(ok)[0]
+    for k in range(0, rows.size, _NODE_ROWS):
+        b = rows[k: k + _NODE_ROWS]
+        xb = _gauss_legendre_points(c[b], hw[b])
+        t_a, t_0 = np.abs(xb - a[b, None]), np.abs(xb)
+        pa, p0 = t_a ** beta, t_0 ** beta
+        gx = -(n_a[b] * pa + n_0[b] * p0) / beta
+        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
+        g1 = abs(n_a[b]) * t_a ** (beta - 1.0) + abs(n_0[b]) * t_0 ** (beta - 1.0)
+        err = 8 * _EPS * ((abs(n_a[b]) * pa + abs(n_0[b]) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star[b])[:, None]
+                          + np.abs(xb) * g1)
+        values[b] = np.exp(gx - g_star[b, None] + err)
+    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
     if beta >= 3.0:
@@ -280,8 +313,7 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
     sup_sub = g(np.clip(x_star, xl, xr), a) + slack  # g monotone on each piece: endpoint or peak
     crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
-    return gauss_legendre_bounds(hw, np.exp(gx - g_star[:, None] + err), sup_real + 0.5 * V * V * g2 - g_star,
-                                 (da_lo > 0) & (d0_lo > 0), crude)
+    return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
 
 def clear_moment_cache() -> None:
