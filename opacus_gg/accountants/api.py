@@ -304,7 +304,7 @@ def _renyi_epsilon(segs: Sequence[Segment], delta: float) -> Tuple[float, float,
     eps, order = rdp_ball_epsilon(segs, delta)
     if not (order == 2.0 and math.isfinite(eps) and low_orders.applies(segs)):
         return eps, order, {}
-    low, low_order = low_orders.low_order_epsilon(segs, delta)
+    low, low_order = low_orders.low_order_epsilon(segs, delta, beat=eps)
     more = {"epsilon_rdp_integer_orders": eps}
     return (low, low_order, more) if low < eps else (eps, order, more)
 

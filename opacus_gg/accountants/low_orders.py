@@ -27,11 +27,8 @@ from .ball_rdp import _ball_log_moment_rounds, _best_order, _log_moment_uppers_b
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
-__all__ = ["LOW_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "applies"]
+__all__ = ["SEARCH_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "applies"]
 
-#: the real orders in (1, 2) tried (the conversion's best order is flat around its minimum: β = p = 3,
-#: d = 2410, σ = 1, q = 0.01, T = 1000 has it near 1.2, β = p = 2.5 near 1.75)
-LOW_ORDERS = (1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9)
 _FP_SLACK = 1e-12  # relative slack on every rounded-up sum (as in :mod:`.ball_rdp`)
 
 #: {(α, σ, β, d, p): S_α bound}
@@ -81,7 +78,7 @@ def low_order_rdp(alpha: float, sample_rate: float, log_moment: float) -> float:
 
 
 def applies(segments: Sequence[Segment]) -> bool:
-    """Whether the published Rényi bound also tries :data:`LOW_ORDERS` where its best integer order is 2 (a cost
+    """Whether the published Rényi bound also tries orders in (1, 2) (:func:`low_order_epsilon`) where its best integer order is 2 (a cost
     gate, not a soundness one: every order gives a bound): every segment has d > 1, p < ∞ and no count query, and
     some segment has β > 2 (there the dominating Gaussian of Lemma N, whose cheap test reads the integer orders'
     lower end, is not tried, so the published number is the same on every path)."""
@@ -89,28 +86,64 @@ def applies(segments: Sequence[Segment]) -> bool:
                                    for s in segments) and any(s.beta > 2.0 for s in segments))
 
 
-def low_order_epsilon(segments: Sequence, delta: float,
-                      orders: Sequence[float] = LOW_ORDERS) -> Tuple[float, float]:
+def low_order_epsilon(segments: Sequence, delta: float, beat: float = math.inf) -> Tuple[float, float]:
     r"""(ε, α): min over the orders tried of Balle et al.'s conversion of Σ_segments steps·RDP_seg(α)
     (:func:`low_order_rdp` with :func:`ball_log_moment_real`); a proven ε(δ) for every shift in the ℓp ball
-    (Lemma F), add and remove. Orders: ``orders``, then steps of :data:`REFINE_STEP` within
-    ±:data:`REFINE_SPAN` of the best one (a min over any orders in (1, 2] is a bound; the refinement gains
-    ≤ 1 %: 252.52 → 250.76 at β = p = 3, d = 2410, σ = 1, q = 0.01, T = 1000, δ = 1e-5)."""
+    (Lemma F), add and remove; (∞, nan) where a cheap lower end shows that no order tried would give less than
+    ``beat`` by :data:`GAIN`.
+
+    Which orders (a cost choice: a min over any orders in (1, 2] is a bound): the same formula with S_α replaced
+    by its lower end max_{k ∈ {1, d}} k·L_α(m·k^{−1/p}) (two points of the ball; :func:`_lower_end`) is evaluated on
+    :data:`SEARCH_ORDERS` (two quadratures per order); where its least ε is below ``beat``·(1 − :data:`GAIN`) the
+    bound itself is computed at the order where that lower end is least and at :data:`NEIGHBOURS` around it
+    (each order's dual costs ~20 ms cold: the query-speed targets of issue 33 allow about three)."""
     segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
     if not segs:
         return 0.0, float("nan")
     if any(s.noise_multiplier == 0.0 for s in segs):
         return math.inf, float("nan")
-    best = _epsilon_at(segs, delta, [float(a) for a in orders])
-    if math.isfinite(best[0]):
-        near = [round(best[1] + k * REFINE_STEP, 10) for k in range(-REFINE_SPAN, REFINE_SPAN + 1) if k != 0]
-        best = min(best, _epsilon_at(segs, delta, [a for a in near if 1.0 < a <= 2.0]))
-    return best
+    low = _lower_end(segs, delta)
+    i = int(np.argmin(low))
+    if not low[i] < beat * (1.0 - GAIN):
+        return math.inf, float("nan")
+    centre = SEARCH_ORDERS[i]
+    orders = sorted({round(centre + k, 10) for k in (0.0,) + NEIGHBOURS if 1.0 < round(centre + k, 10) <= 2.0})
+    return _epsilon_at(segs, delta, orders)
 
 
-#: :func:`low_order_epsilon` refines around the best order in these steps, this many on each side
-REFINE_STEP = 0.01
-REFINE_SPAN = 4
+#: the orders where :func:`low_order_epsilon` evaluates the lower end, and where the bound is then computed:
+#: the lower end's best order and these offsets from it (the conversion is flat near its minimum: at β = p = 3,
+#: d = 2410, σ = 1, q = 0.01, T = 1000 the orders 1.10 … 1.20 give 250.8–252.5, the best 1.17)
+SEARCH_ORDERS = tuple(round(1.01 + k / 50.0, 2) for k in range(50))
+NEIGHBOURS = (-0.04, 0.04)
+#: the bound is computed only where the lower end is below ``beat`` by more than this fraction (a cost gate)
+GAIN = 0.005
+#: relative margin taken off the per-coordinate moment enclosures in the lower end (they are within ~1e-7)
+_LOWER_MARGIN = 1e-5
+
+
+def _conversion(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray:
+    """Balle et al.'s ε at each order (Opacus's ``get_privacy_spent`` formula), element by element."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return rdp + np.log((orders - 1.0) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+
+
+def _lower_end(segs: list, delta: float) -> np.ndarray:
+    r"""ε at each of :data:`SEARCH_ORDERS` with S_α replaced by max_{k ∈ {1, d}} k·L_α(m·k^{−1/p})·(1 − 10⁻⁵) ≤ S_α
+    (one coordinate at m, every coordinate equal; the enclosures lowered by more than their ~10⁻⁷ slack): each
+    ≤ the ε that :func:`_epsilon_at` gives at that order (Lemma F's bound and the conversion increase with S_α).
+    A gate and a guess of the best order, never a privacy bound."""
+    orders = np.array(SEARCH_ORDERS)
+    rdp = np.zeros(orders.size)
+    for s in segs:
+        m = 1.0 / s.noise_multiplier
+        k = np.array([1.0, float(s.dim)])
+        a = m * k ** (-1.0 / s.clip_norm_p)
+        L = _log_moment_uppers_by_order({float(al): a for al in orders}, s.beta)
+        for i, al in enumerate(orders):
+            S = float(np.max(k * L[float(al)])) * (1.0 - _LOWER_MARGIN)
+            rdp[i] += s.steps * low_order_rdp(float(al), s.sample_rate, S) * (1.0 - 1e-9)
+    return _conversion(rdp, orders, delta)
 
 
 def _epsilon_at(segs: list, delta: float, orders: list) -> Tuple[float, float]:
