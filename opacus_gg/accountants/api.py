@@ -298,11 +298,11 @@ def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], de
 
 def _renyi_epsilon(segs: Sequence[Segment], delta: float) -> Tuple[float, float, dict]:
     r"""(ε, α, details): the proven Rényi bound over the ℓp ball, :func:`.ball_rdp.rdp_ball_epsilon` at integer
-    orders, or, where its best order is 2 (the least integer order) and :func:`.low_orders.applies`, the orders in
-    (1, 2) of Lemma F (:func:`.low_orders.low_order_epsilon`) where they give less (both proven; docs/accounting.md,
-    "Orders below 2"); details: ``epsilon_rdp_integer_orders`` where the low orders were tried."""
+    orders, or, where :func:`.low_orders.applies`, the orders in (1, 2) of Lemma F
+    (:func:`.low_orders.low_order_epsilon`) where they give less (both proven; docs/accounting.md, "Orders below
+    2"); details: ``epsilon_rdp_integer_orders`` where the low orders were tried."""
     eps, order = rdp_ball_epsilon(segs, delta)
-    if not (order == 2.0 and math.isfinite(eps) and low_orders.applies(segs)):
+    if not (math.isfinite(eps) and low_orders.applies(segs)):
         return eps, order, {}
     low, low_order = low_orders.low_order_epsilon(segs, delta, beat=eps)
     more = {"epsilon_rdp_integer_orders": eps}

@@ -27,7 +27,7 @@ from .ball_rdp import _ball_log_moment_rounds, _best_order, _log_moment_uppers_b
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
-__all__ = ["SEARCH_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "applies"]
+__all__ = ["LOW_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "applies"]
 
 _FP_SLACK = 1e-12  # relative slack on every rounded-up sum (as in :mod:`.ball_rdp`)
 
@@ -62,62 +62,66 @@ def ball_log_moment_real(alpha: float, noise_multiplier: float, beta: float, dim
 
 
 def low_order_rdp(alpha: float, sample_rate: float, log_moment: float) -> float:
-    r"""One step's RDP at real order 1 < α ≤ 2 from S ≥ log E_Q[X^α] (Lemma F), both directions:
-    log[(1 − q)^{α−1}(1 + (α − 1)q) + q^α e^{S}]/(α − 1), rounded up by 1e-12 relative (a sum of two positive
-    terms, each within a few ulps of its operands: 1e-12 × their size added); q = 1: S/(α − 1)."""
+    r"""One step's RDP at real order 1 < α ≤ 2 from S ≥ log E_Q[X^α] (Lemma F), both directions: min(F(q), F(1)),
+    F(q) = log[(1 − q)^{α−1}(1 + (α − 1)q) + q^α e^{S}]/(α − 1) and F(1) = S/(α − 1) (the RDP is non-decreasing in
+    q, and F is unimodal in q, so this is min over q' ∈ [q, 1] of F(q'): non-decreasing in q); F(q) in log space,
+    with 1e-12 × its operands' size added (a sum of two positive terms, each within a few ulps)."""
     q = float(sample_rate)
     if not 1.0 < alpha <= 2.0:
         raise ValueError(f"low_order_rdp: the order must be in (1, 2], got {alpha!r}")
     if math.isinf(log_moment):
         return math.inf
-    head = (alpha - 1.0) * math.log1p(-q) + math.log1p((alpha - 1.0) * q) if q < 1.0 else -math.inf
+    full = (max(log_moment, 0.0) + _FP_SLACK * (abs(log_moment) + 1.0)) / (alpha - 1.0)  # F(1): q = 1
+    if q == 1.0:
+        return full
+    head = (alpha - 1.0) * math.log1p(-q) + math.log1p((alpha - 1.0) * q)
     tail = alpha * math.log(q) + log_moment
     total = float(np.logaddexp(head, tail))
-    size = abs(tail) + (abs(head) if q < 1.0 else 0.0) + 1.0  # the operands' size: their round-off is ≪ 1e-12 of it
-    return (max(total, 0.0) + _FP_SLACK * size) / (alpha - 1.0)
+    size = abs(tail) + abs(head) + 1.0  # the operands' size: their round-off is ≪ 1e-12 of it
+    return min((max(total, 0.0) + _FP_SLACK * size) / (alpha - 1.0), full)
 
 
 def applies(segments: Sequence[Segment]) -> bool:
-    """Whether the published Rényi bound also tries orders in (1, 2) (:func:`low_order_epsilon`) where its best integer order is 2 (a cost
-    gate, not a soundness one: every order gives a bound): every segment has d > 1, p < ∞ and no count query, and
-    some segment has β > 2 (there the dominating Gaussian of Lemma N, whose cheap test reads the integer orders'
-    lower end, is not tried, so the published number is the same on every path)."""
+    """Whether the published Rényi bound also tries the orders in (1, 2) (:func:`low_order_epsilon`; a scope and
+    cost choice, not a soundness one: every order gives a bound): every segment has d > 1, p < ∞ and no count
+    query, and some segment has β > 2 (there the dominating Gaussian of Lemma N, whose cheap test reads the
+    integer orders' lower end, is not tried, so the published number is the same on every path)."""
     return (bool(segments) and all(s.dim > 1 and not math.isinf(s.clip_norm_p) and s.count_noise_multiplier is None
                                    for s in segments) and any(s.beta > 2.0 for s in segments))
 
 
 def low_order_epsilon(segments: Sequence, delta: float, beat: float = math.inf) -> Tuple[float, float]:
-    r"""(ε, α): min over the orders tried of Balle et al.'s conversion of Σ_segments steps·RDP_seg(α)
-    (:func:`low_order_rdp` with :func:`ball_log_moment_real`); a proven ε(δ) for every shift in the ℓp ball
-    (Lemma F), add and remove; (∞, nan) where a cheap lower end shows that no order tried would give less than
-    ``beat`` by :data:`GAIN`.
+    r"""(ε, α): the least of ``beat`` and of Balle et al.'s conversion of Σ_segments steps·RDP_seg(α) over α in
+    :data:`LOW_ORDERS` (:func:`low_order_rdp` with :func:`ball_log_moment_real`), exactly; (∞, nan) where no order
+    gives less than ``beat``. A proven ε(δ) for every shift in the ℓp ball (Lemma F), add and remove.
 
-    Which orders (a cost choice: a min over any orders in (1, 2] is a bound): the same formula with S_α replaced
-    by its lower end max_{k ∈ {1, d}} k·L_α(m·k^{−1/p}) (two points of the ball; :func:`_lower_end`) is evaluated on
-    :data:`SEARCH_ORDERS` (two quadratures per order); where its least ε is below ``beat``·(1 − :data:`GAIN`) the
-    bound itself is computed at the order where that lower end is least and at :data:`NEIGHBOURS` around it
-    (each order's dual costs ~20 ms cold: the query-speed targets of issue 33 allow about three)."""
+    Branch and bound (cost only; the result is the min over the whole set): the same formula with S_α replaced by
+    its lower end max_{k ∈ {1, d}} k·L_α(m·k^{−1/p}) (two points of the ball; two quadratures per order,
+    :func:`_lower_end`) is ≤ each order's ε; the orders are taken by increasing lower end, and each one's dual
+    (~20 ms cold) is computed only while that lower end is below the least ε found (``beat`` at first). So the
+    result is a fixed function of the setting (monotone where each order's RDP is: in q, steps, d, 1/σ)."""
     segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
     if not segs:
         return 0.0, float("nan")
     if any(s.noise_multiplier == 0.0 for s in segs):
         return math.inf, float("nan")
     low = _lower_end(segs, delta)
-    i = int(np.argmin(low))
-    if not low[i] < beat * (1.0 - GAIN):
-        return math.inf, float("nan")
-    centre = SEARCH_ORDERS[i]
-    orders = sorted({round(centre + k, 10) for k in (0.0,) + NEIGHBOURS if 1.0 < round(centre + k, 10) <= 2.0})
-    return _epsilon_at(segs, delta, orders)
+    best = (float(beat), float("nan"))
+    for i in np.argsort(low, kind="stable").tolist():
+        if not low[i] < best[0]:
+            break
+        eps = _epsilon_at(segs, delta, [LOW_ORDERS[i]])
+        if eps[0] < best[0]:
+            best = eps
+    return (math.inf, float("nan")) if math.isnan(best[1]) else best
 
 
-#: the orders where :func:`low_order_epsilon` evaluates the lower end, and where the bound is then computed:
-#: the lower end's best order and these offsets from it (the conversion is flat near its minimum: at β = p = 3,
-#: d = 2410, σ = 1, q = 0.01, T = 1000 the orders 1.10 … 1.20 give 250.8–252.5, the best 1.17)
-SEARCH_ORDERS = tuple(round(1.01 + k / 50.0, 2) for k in range(50))
-NEIGHBOURS = (-0.04, 0.04)
-#: the bound is computed only where the lower end is below ``beat`` by more than this fraction (a cost gate)
-GAIN = 0.005
+#: the real orders in (1, 2) of :func:`low_order_epsilon`: α − 1 from 0.005 to 0.2 in ratio 1.1, then 1.2 … 1.98 in
+#: steps of 0.02 (near 1 the conversion's log(1/δ)/(α − 1) makes the minimum sharp: β = p = 3, σ = 1, q = 0.01,
+#: T = 1000, d = 10⁶ gives 2553 at α = 1.02 and 3042 at 1.01 / 1.03 on a grid of 0.02; at d = 2410 the best is 1.17,
+#: 250.76, and 1.15 / 1.2 give 252.5 / 251.2)
+LOW_ORDERS = tuple(sorted({round(1.0 + 0.005 * 1.1 ** k, 4) for k in range(39)}
+                         | {round(1.2 + k / 50.0, 2) for k in range(40)}))
 #: relative margin taken off the per-coordinate moment enclosures in the lower end (they are within ~1e-7)
 _LOWER_MARGIN = 1e-5
 
@@ -129,11 +133,11 @@ def _conversion(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray
 
 
 def _lower_end(segs: list, delta: float) -> np.ndarray:
-    r"""ε at each of :data:`SEARCH_ORDERS` with S_α replaced by max_{k ∈ {1, d}} k·L_α(m·k^{−1/p})·(1 − 10⁻⁵) ≤ S_α
+    r"""ε at each of :data:`LOW_ORDERS` with S_α replaced by max_{k ∈ {1, d}} k·L_α(m·k^{−1/p})·(1 − 10⁻⁵) ≤ S_α
     (one coordinate at m, every coordinate equal; the enclosures lowered by more than their ~10⁻⁷ slack): each
     ≤ the ε that :func:`_epsilon_at` gives at that order (Lemma F's bound and the conversion increase with S_α).
     A gate and a guess of the best order, never a privacy bound."""
-    orders = np.array(SEARCH_ORDERS)
+    orders = np.array(LOW_ORDERS)
     rdp = np.zeros(orders.size)
     for s in segs:
         m = 1.0 / s.noise_multiplier
