@@ -22,19 +22,20 @@ import warnings
 from opacus.accountants import PRVAccountant
 
 from opacus_gg.accountants import GGPRVAccountant, get_noise_multiplier
-from opacus_gg.accountants import api, ball_rdp, count_query, discretization, spreads
+from opacus_gg.accountants import api, ball_rdp, count_query, discretization, low_orders, spreads
 from opacus_gg.formatting import fmt_up
 
 
 def _clear():
     """Forget every in-process cache of the accountant (recorded queries, PRV grids, spread covers, count pairs, Rényi
-    moments): a cold call."""
+    moments, the orders below 2): a cold call."""
     api.clear_query_cache()
     discretization.step_dprv.cache_clear()
     discretization._step_log_mgf.cache_clear()
     spreads.spread_pairs.cache_clear()
     count_query.count_pairs.cache_clear()
     ball_rdp.clear_caches()
+    low_orders.clear_cache()
 
 
 def _measure(fn):

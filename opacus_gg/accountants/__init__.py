@@ -10,6 +10,7 @@ Layout (one concept per file, as Opacus's ``accountants/analysis/prv/``): :mod:`
 :mod:`.composition` (ε and δ of a history), :mod:`.history` (segments), :mod:`.solver` (σ),
 :mod:`.api` (public functions), :mod:`.paper` (paper mode), :mod:`.spreads` (every equal spread),
 :mod:`.renyi` (per-coordinate Rényi moments), :mod:`.ball_rdp` (the proven Rényi bound over the ℓp ball),
+:mod:`.low_orders` (its Rényi orders in (1, 2), above β = 2),
 :mod:`.tradeoff` (the proven trade-off curve: the TPR bound of membership inference at every FPR).
 """
 

@@ -34,6 +34,7 @@ from ..validation import (BALL_BOUNDS, validate_ball_bound, validate_delta, vali
                           validate_nonnegative, validate_positive)
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
+from . import low_orders
 from .checks import AccountingError, LossBeyondGrid
 from .composition import CompositionResult, compose_delta, compose_history
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
@@ -178,8 +179,10 @@ def compute_epsilon_history(
     # where the PRV covers equal spreads only, publish the proven RDP bound over the whole ℓp ball and keep
     # the equal-spread PRV ε beside it (docs/accounting.md, "Every shift: the Rényi bound over the ℓp ball")
     if uncertified:
-        rdp_eps, rdp_order = rdp_ball_epsilon(segs, delta)
-        report = _with_gaussian_domination(combine(report, rdp_eps, rdp_order), segs, delta, eps_error, delta_error)
+        rdp_eps, rdp_order, more = _renyi_epsilon(segs, delta)
+        report = combine(report, rdp_eps, rdp_order)
+        report = dataclasses.replace(report, details={**report.details, **more})
+        report = _with_gaussian_domination(report, segs, delta, eps_error, delta_error)
         if ball_bound == "table":
             report = _with_ball_table(report, segs, delta, eps_error, delta_error)
     return report
@@ -280,6 +283,19 @@ def _with_gaussian_domination(report: EpsilonReport, segs: Sequence[Segment], de
     return _publish_if_smaller(report, eps, "prv_gaussian", {**details, "epsilon_gaussian_domination": eps})
 
 
+def _renyi_epsilon(segs: Sequence[Segment], delta: float) -> Tuple[float, float, dict]:
+    r"""(ε, α, details): the proven Rényi bound over the ℓp ball, :func:`.ball_rdp.rdp_ball_epsilon` at integer
+    orders, or, where :func:`.low_orders.applies`, the orders in (1, 2) of Lemma F
+    (:func:`.low_orders.low_order_epsilon`) where they give less (both proven; docs/accounting.md, "Orders below
+    2"); details: ``epsilon_rdp_integer_orders`` where the low orders were tried."""
+    eps, order = rdp_ball_epsilon(segs, delta)
+    if not (math.isfinite(eps) and low_orders.applies(segs)):
+        return eps, order, {}
+    low, low_order = low_orders.low_order_epsilon(segs, delta, beat=eps)
+    more = {"epsilon_rdp_integer_orders": eps}
+    return (low, low_order, more) if low < eps else (eps, order, more)
+
+
 def _ball_report(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float,
                  ball_bound: str, gauss_prv: Optional[Tuple[Optional[float], str]] = None) -> EpsilonReport:
     r"""The published report where the PRV covers equal spreads only, computing only what it publishes: the Rényi
@@ -288,9 +304,9 @@ def _ball_report(segs: Sequence[Segment], delta: float, eps_error: float, delta_
     equal-spread PRV is not composed: its bracket, direction and spread are None and ``details["diagnostics"]``
     says so (:data:`.report.NOT_COMPUTED`). ε = ∞ (every Rényi moment overflows, and no PRV bound is finite) is
     said with a UserWarning. ``gauss_prv``: the dominating Gaussian's PRV where this query composed it already."""
-    eps, order = rdp_ball_epsilon(segs, delta)
+    eps, order, more = _renyi_epsilon(segs, delta)
     details = {"rdp_order": order, "epsilon_rdp": eps, "eps_error": eps_error, "delta_error": delta_error,
-               "dim": _dims(segs), "diagnostics": NOT_COMPUTED}
+               "dim": _dims(segs), "diagnostics": NOT_COMPUTED, **more}
     report = EpsilonReport(epsilon=eps, epsilon_lower=None, epsilon_estimate=None, epsilon_upper=None, delta=delta,
                            mode="certified", scope="proven", method="rdp", direction=None, shape_k=None,
                            details=details)
@@ -433,13 +449,13 @@ def _rdp_only_report(segs: Sequence[Segment], delta: float, error: BaseException
                       "looser Rényi bound instead", UserWarning, stacklevel=3)
     try:
         with np.errstate(all="ignore"):  # the Rényi path checks its own numbers (infinite moments → ε = ∞)
-            eps, order = rdp_ball_epsilon(segs, delta)
+            eps, order, more = _renyi_epsilon(segs, delta)
     except PRV_OUT_OF_RANGE as e2:
         raise AccountingError(
             f"cannot certify epsilon at beta={sorted({s.beta for s in segs})}, noise_multiplier="
             f"{sorted({s.noise_multiplier for s in segs})}: the PRV composition failed ({reason}) and so did the "
             f"Rényi bound ({e2}); lower beta or raise noise_multiplier") from None
-    details = {"prv_failed": reason, "rdp_order": order, "epsilon_rdp": eps}
+    details = {"prv_failed": reason, "rdp_order": order, "epsilon_rdp": eps, **more}
     if not prv_published and math.isfinite(eps):  # the published ε is unaffected, but its reference is missing
         warnings.warn(f"the PRV over every equal spread (the reference reported beside the proven Rényi bound) is "
                       f"not available at beta={sorted({s.beta for s in segs})}, noise_multiplier="
