@@ -23,7 +23,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .ball_rdp import _ball_log_moment_rounds, _best_order, _log_moment_uppers_by_order, _quadratic_bounds_by_order
+from .ball_rdp import (_Chords, _ball_log_moment_rounds, _best_order, _chord_sup_at, _log_moment_uppers_by_order,
+                       _quadratic_bounds_by_order)
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
@@ -47,12 +48,15 @@ def ball_log_moment_real(alpha: float, noise_multiplier: float, beta: float, dim
         return _cache[key]
     run = _ball_log_moment_rounds(float(alpha), noise_multiplier, beta, dim, clip_norm_p)
     try:
-        shifts = next(run)
+        ask = next(run)
         while True:
-            shifts = np.asarray(shifts, dtype=np.float64)
+            if isinstance(ask, _Chords):  # the dual's chord bounds (no order in them)
+                ask = run.send(_chord_sup_at(*ask))
+                continue
+            shifts = np.asarray(ask, dtype=np.float64)
             G = _log_moment_uppers_by_order({float(alpha): shifts}, beta)[float(alpha)]
             K = _quadratic_bounds_by_order({2: shifts}, beta)[2]
-            shifts = run.send((G, K))
+            ask = run.send((G, K))
     except StopIteration as done:
         bound = float(done.value)
     if math.isnan(bound) or bound < 0.0:
