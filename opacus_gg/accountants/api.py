@@ -287,13 +287,24 @@ def _renyi_epsilon(segs: Sequence[Segment], delta: float) -> Tuple[float, float,
     r"""(ε, α, details): the proven Rényi bound over the ℓp ball, :func:`.ball_rdp.rdp_ball_epsilon` at integer
     orders, or, where :func:`.low_orders.applies`, the orders in (1, 2) of Lemma F
     (:func:`.low_orders.low_order_epsilon`) where they give less (both proven; docs/accounting.md, "Orders below
-    2"); details: ``epsilon_rdp_integer_orders`` where the low orders were tried."""
+    2"); details: ``epsilon_rdp_integer_orders`` where the low orders were tried. They are tried also where every
+    integer order overflows (ε = ∞ there; β = 10, σ = 1, d = 100: ∞ → 3615.19)."""
     eps, order = rdp_ball_epsilon(segs, delta)
-    if not (math.isfinite(eps) and low_orders.applies(segs)):
+    if not low_orders.applies(segs):
         return eps, order, {}
     low, low_order = low_orders.low_order_epsilon(segs, delta, beat=eps)
     more = {"epsilon_rdp_integer_orders": eps}
     return (low, low_order, more) if low < eps else (eps, order, more)
+
+
+def _renyi_delta(segs: Sequence[Segment], epsilon: float) -> float:
+    r"""The proven Rényi bound's δ(ε) over the ℓp ball, the δ side of :func:`_renyi_epsilon` (the same orders, the
+    same gate): :func:`.ball_rdp.rdp_ball_delta` at integer orders, and where :func:`.low_orders.applies` the least
+    of it and of the orders in (1, 2) (:func:`.low_orders.low_order_deltas`)."""
+    rdp = rdp_ball_delta(segs, epsilon)
+    if not low_orders.applies(segs):
+        return rdp
+    return float(low_orders.low_order_deltas(segs, [epsilon], beat=[rdp])[0])
 
 
 def _ball_report(segs: Sequence[Segment], delta: float, eps_error: float, delta_error: float,
@@ -597,7 +608,8 @@ def compute_delta(
 ) -> float:
     r"""Proven upper bound on δ(ε): max over add/remove of the dominating composed δ (+ tail slack) where the
     PRV covers every shift (β = 2, d = 1, p = ∞), else the smaller of the Rényi bound over the ℓp ball
-    (:func:`.ball_rdp.rdp_ball_delta`) and, for β ≤ 2, the PRV δ of :func:`gaussian_dominated_history`.
+    (:func:`_renyi_delta`: the integer orders, and above β = 2 the orders in (1, 2), as :func:`compute_epsilon`)
+    and, for β ≤ 2, the PRV δ of :func:`gaussian_dominated_history`.
 
     ``dim`` is required unless β = 2 with p ≤ 2 (as in :func:`compute_epsilon`). Where the PRV composition is out of
     its numerical range, the Rényi bound is published with a warning (as :func:`compute_epsilon` does).
@@ -614,7 +626,7 @@ def compute_delta(
     if not all(is_certified(s.beta, s.dim, s.clip_norm_p) for s in segs):
         # the PRV covers equal spreads only: publish the smaller proven bound over every shift in the ℓp ball, the
         # Rényi bound or (β ≤ 2) the dominating Gaussian's PRV (Lemma N)
-        rdp = rdp_ball_delta(segs, epsilon)
+        rdp = _renyi_delta(segs, epsilon)
         gauss = gaussian_dominated_history(segs)
         if gauss is None:
             return rdp
@@ -631,4 +643,4 @@ def compute_delta(
                       f"noise_multiplier={segs[0].noise_multiplier:g} ({reason}): the published delta is the proven, "
                       "looser Rényi bound instead", UserWarning, stacklevel=2)
         with np.errstate(all="ignore"):
-            return rdp_ball_delta(segs, epsilon)
+            return _renyi_delta(segs, epsilon)

@@ -24,11 +24,11 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from .ball_rdp import (_Chords, _ball_log_moment_rounds, _best_order, _chord_sup_at, _log_moment_uppers_by_order,
-                       _quadratic_bounds_by_order)
+                       _quadratic_bounds_by_order, rdp_deltas)
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
-__all__ = ["LOW_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "applies"]
+__all__ = ["LOW_ORDERS", "ball_log_moment_real", "low_order_rdp", "low_order_epsilon", "low_order_deltas", "applies"]
 
 _FP_SLACK = 1e-12  # relative slack on every rounded-up sum (as in :mod:`.ball_rdp`)
 
@@ -120,6 +120,34 @@ def low_order_epsilon(segments: Sequence, delta: float, beat: float = math.inf) 
     return (math.inf, float("nan")) if math.isnan(best[1]) else best
 
 
+def low_order_deltas(segments: Sequence, epsilons: Sequence[float], beat: Optional[Sequence[float]] = None) -> np.ndarray:
+    r"""δ(ε) at each ε of ``epsilons``: the least of ``beat`` (one δ per ε; default 1) and of Balle et al.'s
+    conversion solved for δ (:func:`.ball_rdp.rdp_deltas`, valid at every real α > 1) of the curve
+    Σ_segments steps·RDP_seg(α) over α in :data:`LOW_ORDERS`, exactly: the δ side of :func:`low_order_epsilon`
+    (the same curve, the same rounding), proven for every shift in the ℓp ball (Lemma F), add and remove.
+
+    Branch and bound as there (cost only): an order's dual is computed only where the δ of its lower end
+    (:func:`_lower_rdp`; the conversion is non-decreasing in the RDP) is below the least δ found at some ε."""
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    eps = np.asarray(epsilons, dtype=np.float64).reshape(-1)
+    best = np.ones(eps.size) if beat is None else np.minimum(1.0, np.asarray(beat, dtype=np.float64).reshape(-1))
+    if best.shape != eps.shape:
+        raise ValueError(f"low_order_deltas: {best.size} values of beat for {eps.size} epsilons")
+    if not segs:
+        return np.zeros(eps.size)
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return best
+    low = _lower_rdp(segs)
+    low_d = np.stack([rdp_deltas(low[i:i + 1], LOW_ORDERS[i:i + 1], eps) for i in range(len(LOW_ORDERS))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.min(np.where(best[:, None] > 0.0, low_d / best[:, None], np.inf), axis=0)
+    for i in np.argsort(gain, kind="stable").tolist():
+        if not np.any(low_d[:, i] < best):
+            continue
+        best = np.minimum(best, rdp_deltas(_composed(segs, [LOW_ORDERS[i]]), LOW_ORDERS[i:i + 1], eps))
+    return best
+
+
 #: the real orders in (1, 2) of :func:`low_order_epsilon`: α − 1 from 0.005 to 0.2 in ratio 1.1, then 1.2 … 1.98 in
 #: steps of 0.02 (near 1 the conversion's log(1/δ)/(α − 1) makes the minimum sharp: β = p = 3, σ = 1, q = 0.01,
 #: T = 1000, d = 10⁶ has its best order near 1.02; at d = 2410 the best is 1.14, 219.47)
@@ -136,10 +164,17 @@ def _conversion(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray
 
 
 def _lower_end(segs: list, delta: float) -> np.ndarray:
-    r"""ε at each of :data:`LOW_ORDERS` with S_α replaced by max_{k ∈ {1, d}} k·L_α(m·k^{−1/p})·(1 − 10⁻⁵) ≤ S_α
-    (one coordinate at m, every coordinate equal; the enclosures lowered by more than their ~10⁻⁷ slack): each
-    ≤ the ε that :func:`_epsilon_at` gives at that order (Lemma F's bound and the conversion increase with S_α).
-    A gate and a guess of the best order, never a privacy bound."""
+    """ε at each of :data:`LOW_ORDERS` of :func:`_lower_rdp`'s curve: each ≤ the ε that :func:`_epsilon_at` gives
+    at that order (the conversion increases with the RDP). A gate and a guess of the best order, never a privacy
+    bound."""
+    return _conversion(_lower_rdp(segs), np.array(LOW_ORDERS), delta)
+
+
+def _lower_rdp(segs: list) -> np.ndarray:
+    r"""The composed RDP at each of :data:`LOW_ORDERS` with S_α replaced by max_{k ∈ {1, d}}
+    k·L_α(m·k^{−1/p})·(1 − 10⁻⁵) ≤ S_α (one coordinate at m, every coordinate equal; the enclosures lowered by more
+    than their ~10⁻⁷ slack): each ≤ :func:`_composed`'s at that order (Lemma F's bound increases with S_α). A gate,
+    never a privacy bound."""
     orders = np.array(LOW_ORDERS)
     rdp = np.zeros(orders.size)
     for s in segs:
@@ -150,21 +185,28 @@ def _lower_end(segs: list, delta: float) -> np.ndarray:
         for i, al in enumerate(orders):
             S = float(np.max(k * L[float(al)])) * (1.0 - _LOWER_MARGIN)
             rdp[i] += s.steps * low_order_rdp(float(al), s.sample_rate, S) * (1.0 - 1e-9)
-    return _conversion(rdp, orders, delta)
+    return rdp
 
 
 def _epsilon_at(segs: list, delta: float, orders: list) -> Tuple[float, float]:
     """(ε, α) of :func:`low_order_epsilon` at exactly these orders ((∞, nan) where none is finite)."""
     if not orders:
         return math.inf, float("nan")
+    rdp = _composed(segs, orders)
+    if not np.isfinite(rdp).any():
+        return math.inf, float("nan")
+    return _best_order(rdp, orders, delta)
+
+
+def _composed(segs: list, orders: Sequence[float]) -> np.ndarray:
+    """Σ_segments steps·:func:`low_order_rdp` with :func:`ball_log_moment_real` at each order, rounded up by the
+    relative slack of the sum (∞ where an order's moment overflows): the one curve both conversions read."""
     rdp = np.zeros(len(orders))
     for s in segs:
         for i, a in enumerate(orders):
             S = ball_log_moment_real(a, s.noise_multiplier, s.beta, s.dim, s.clip_norm_p)
             rdp[i] += s.steps * low_order_rdp(a, s.sample_rate, S)
-    if not np.isfinite(rdp).any():
-        return math.inf, float("nan")
-    return _best_order(np.where(np.isfinite(rdp), rdp * (1.0 + _FP_SLACK), np.inf), orders, delta)
+    return np.where(np.isfinite(rdp), rdp * (1.0 + _FP_SLACK), np.inf)
 
 
 def clear_cache() -> None:

@@ -25,7 +25,8 @@ Sources (:data:`SOURCE_TEXT`), each a proven upper bound, the published curve th
   with the composition's own budgets (:func:`prv_deltas`): no loss beyond the accountant's discretization.
 * ``"prv_gaussian"`` / ``"prv_table"``: the same for the dominating Gaussian (Lemma N) or the ball table's pairs.
 * ``"rdp"``: the Rényi bound over the ℓp ball, each direction's δ(ε) by the conversion of Opacus's
-  ``get_privacy_spent`` (Balle et al. 2020; :func:`.ball_rdp.rdp_deltas`) on a grid of ε: labelled as such.
+  ``get_privacy_spent`` (Balle et al. 2020; :func:`.ball_rdp.rdp_deltas`) on a grid of ε, at the integer orders
+  and, where the published ε tries them (above β = 2), the orders in (1, 2) of :mod:`.low_orders`: labelled as such.
 * ``"gaussian"``: a full-batch Gaussian composition (β = 2, q = 1) is the pair (N(μ, 1), N(0, 1)), whose curve is
   exactly TPR = Φ(Φ^{−1}(α) + μ) (Dong, Roth & Su's G_μ), evaluated with scipy and rounded up by
   :data:`GAUSSIAN_SLACK` (scipy's ``ndtr``/``ndtri`` are accurate to ~1e-15 relative; at |Φ^{−1}(α)| ≤ 40 an
@@ -56,7 +57,7 @@ import numpy as np
 from scipy import special
 
 from ..validation import validate_delta, validate_delta_error, validate_positive
-from . import api
+from . import api, low_orders
 from .api import (EPSILON_FLOOR, PRV_OUT_OF_RANGE, RELATIVE_MESH, _ball_table_segments, _quiet_floats,
                   gaussian_dominated_history, proven_epsilon_history, validate_ball_bound)
 from .ball_rdp import rdp_ball_curves, rdp_deltas
@@ -338,9 +339,17 @@ def _prv_by_direction(segs: Sequence, eps_error: float, delta_error: float, epsi
 
 
 def _rdp_by_direction(segs: Sequence[Segment]):
+    """{direction: (ε grid, δ(ε))} of the Rényi bound over the ℓp ball: the integer orders' curve of each direction,
+    and where :func:`.low_orders.applies` (as the published ε) the least of it and of the orders in (1, 2), whose
+    curve bounds both directions (Lemma F; :func:`.low_orders.low_order_deltas` with the larger direction's δ as
+    ``beat`` prunes only orders that could lower neither)."""
     with np.errstate(all="ignore"):
         curves = rdp_ball_curves(segs, DEFAULT_ORDERS)
-    return {d: (RDP_EPSILONS, rdp_deltas(rdp, DEFAULT_ORDERS, RDP_EPSILONS)) for d, rdp in curves.items()}
+        deltas = {d: rdp_deltas(rdp, DEFAULT_ORDERS, RDP_EPSILONS) for d, rdp in curves.items()}
+        if low_orders.applies(segs):
+            low = low_orders.low_order_deltas(segs, RDP_EPSILONS, beat=np.maximum(*deltas.values()))
+            deltas = {d: np.minimum(v, low) for d, v in deltas.items()}
+    return {d: (RDP_EPSILONS, v) for d, v in deltas.items()}
 
 
 def compute_tradeoff_history(history: Sequence[Sequence], delta: float, *, eps_error: float = 0.01,
