@@ -100,14 +100,26 @@ def test_cli_extreme_arguments_are_one_line_exit_2(cli, argv):
 
 def test_prv_out_of_range_publishes_the_renyi_bound_and_inf_says_why(cli):
     """β = 10, σ = 1, d = 100 used to raise OverflowError from the equal-spread PRV: the proven Rényi bound is
-    published (here ∞, with a one-line warning saying why), and the CLI prints no numpy warning. By default the
-    equal-spread PRV is not run; with diagnostics it runs, fails, and the report says so."""
+    published, every integer order's moment overflows there (∞ before issue 35 item 2's follow-up) and the orders in
+    (1, 2) give 3615.19 at α = 1.005, compute_delta's δ at that ε too; with diagnostics the equal-spread PRV runs,
+    fails, and the report says so. β = 20 (the low orders overflow too): ∞, with a one-line warning saying why, and
+    the CLI prints no numpy warning."""
     for diagnostics in (False, True):
-        with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[10.0\].*raise noise_multiplier or lower beta"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             rep = compute_epsilon(noise_multiplier=1.0, beta=10.0, dim=100, diagnostics=diagnostics, **SETTING)
+        assert rep.method == "rdp" and rep.details["rdp_order"] == 1.005 and "infinite_because" not in rep.details
+        assert rep.details["epsilon_rdp_integer_orders"] == math.inf and 3615.0 < rep.epsilon < 3616.0
+        assert not any("epsilon = inf" in str(w.message) for w in caught)
+        assert ("prv_failed" in rep.details) is diagnostics
+    kw = {k: v for k, v in SETTING.items() if k != "delta"}
+    assert compute_delta(epsilon=rep.epsilon, noise_multiplier=1.0, beta=10.0, dim=100, **kw) <= 1e-5 * (1 + 1e-9)
+    for diagnostics in (False, True):
+        with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[20.0\].*raise noise_multiplier or lower beta"):
+            rep = compute_epsilon(noise_multiplier=1.0, beta=20.0, dim=100, diagnostics=diagnostics, **SETTING)
         assert rep.epsilon == math.inf and rep.method == "rdp" and "infinite_because" in rep.details
         assert ("prv_failed" in rep.details) is diagnostics
-    code, out, err = cli(["epsilon", "--beta", "10", "--dim", "100", "--noise-multiplier", "1", "--sample-rate",
+    code, out, err = cli(["epsilon", "--beta", "20", "--dim", "100", "--noise-multiplier", "1", "--sample-rate",
                           "0.01", "--steps", "100", "--delta", "1e-5"])
     assert code == 0 and out.startswith("epsilon = inf (proven")
     assert err.count("\n") == 1 and "encountered" not in err
