@@ -5,7 +5,9 @@ What is checked: Lemma F's inequality (and that it fails above α = 2, so the ra
 moment enclosure at real orders against a 30-digit integral; the ball's S_α above Σ L_α(μ_i) of sampled shapes,
 with L_α by scipy quadrature (no opacus-gg code); the one-step bound above the exact subsampled Rényi divergence
 of one coordinate in both directions (quadrature); the published ε above the rigorous lower-bound oracle for
-one-coordinate, mixed and equal-spread shapes where the low orders set it; where they are tried at all.
+one-coordinate, mixed and equal-spread shapes where the low orders set it; where they are tried at all;
+compute_delta's δ(ε) from the same orders: the inverse of the published ε, below the integer orders' δ, above the
+oracle's δ for explicit shapes, monotone in ε, and unchanged at β ≤ 2.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from lower_bound_oracle import epsilon_lower
-from opacus_gg.accountants import renyi
-from opacus_gg.accountants.api import compute_epsilon, proven_epsilon_history
+from lower_bound_oracle import compose, delta_lower, epsilon_lower, step_pmf
+from opacus_gg.accountants import low_orders, renyi
+from opacus_gg.accountants.api import compute_delta, compute_epsilon, proven_epsilon_history
+from opacus_gg.accountants.ball_rdp import rdp_ball_delta, rdp_deltas
 from opacus_gg.accountants.history import normalize_history
-from opacus_gg.accountants.low_orders import (applies, ball_log_moment_real, low_order_epsilon, low_order_rdp)
+from opacus_gg.accountants.low_orders import (LOW_ORDERS, applies, ball_log_moment_real, low_order_deltas,
+                                              low_order_epsilon, low_order_rdp)
 
 #: a setting where the low orders set the published ε at β = p = 3 (integer orders: 116.75 at α = 2; orders
 #: below 2: 30.82 at α ≈ 1.5), cheap enough for the oracle (20 steps, 16 coordinates)
@@ -176,3 +180,68 @@ def test_published_epsilon_is_monotone_in_the_sample_rate_where_lemma_f_alone_wa
 def test_low_order_epsilon_is_monotone_in_steps_and_dimension():
     e = [low_order_epsilon([(0.7, 0.05, t, 3.0, d, 3.0)], 1e-5)[0] for t, d in ((10, 16), (20, 16), (20, 32))]
     assert e[0] < e[1] < e[2]
+
+
+def _kw(setting: dict) -> dict:
+    return {k: v for k, v in setting.items() if k != "delta"}
+
+
+@pytest.mark.parametrize("setting", [
+    WIN,
+    dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=3.0, dim=2410, clip_norm_p=3.0),
+])
+def test_compute_delta_inverts_the_published_epsilon_where_the_low_orders_set_it(setting):
+    """compute_delta(compute_epsilon(δ)) is δ up to the round-off slacks, where the integer orders alone give a δ
+    far above it (the same orders and conversion both ways: docs/accounting.md, "Orders below 2")."""
+    r = compute_epsilon(**setting)
+    assert 1.0 < r.details["rdp_order"] < 2.0
+    d = compute_delta(epsilon=r.epsilon, **_kw(setting))
+    assert setting["delta"] * (1 - 1e-9) <= d <= setting["delta"] * (1 + 1e-9)
+    segs = normalize_history([tuple(setting[k] for k in ("noise_multiplier", "sample_rate", "steps", "beta", "dim",
+                                                         "clip_norm_p"))])
+    assert rdp_ball_delta(segs, r.epsilon) > 1e3 * d
+
+
+def test_compute_delta_at_beta_at_most_two_does_not_read_the_low_orders(monkeypatch):
+    """β = 1.5 (low_orders.applies is False): the δ is the integer orders' / the dominating Gaussian's as before."""
+    kw = dict(noise_multiplier=1.0, sample_rate=0.01, steps=100, beta=1.5, dim=10, clip_norm_p=1.5)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the low orders were read at beta <= 2")
+
+    monkeypatch.setattr(low_orders, "low_order_deltas", refuse)
+    monkeypatch.setattr(low_orders, "low_order_epsilon", refuse)
+    r = compute_epsilon(delta=1e-5, **kw)
+    # 4e-7: the integer orders' ε is composed on its tier's grid, compute_delta's on all the default orders'
+    assert compute_delta(epsilon=r.epsilon, **kw) <= 1e-5 * (1 + 1e-6)
+
+
+def _delta_lower(shift, epsilons) -> np.ndarray:
+    """The oracle's δ(ε) lower bound for WIN's history with one fixed shift, the larger direction (no library code)."""
+    sigma, q, steps, beta = (WIN[k] for k in ("noise_multiplier", "sample_rate", "steps", "beta"))
+    tail = 1e-6 * WIN["delta"] / (2 * steps * (len(shift) + 2))
+    out = np.zeros(len(epsilons))
+    for direction in ("remove", "add"):
+        h = max(len(step_pmf(beta, sigma, q, shift, direction, 0.01, tail)[1]) * 0.01 / 1500, 1e-5)
+        pmf = compose([step_pmf(beta, sigma, q, shift, direction, h, tail)] * steps, tail)
+        out = np.maximum(out, [delta_lower(pmf, e, h) for e in epsilons])
+    return out
+
+
+def test_low_order_delta_is_below_the_integer_orders_above_the_oracle_and_monotone():
+    segs = normalize_history([(0.7, 0.05, 20, 3.0, 16, 3.0)])
+    eps = np.array([5.0, 10.0, 20.0, 30.0, 40.0, 60.0, 100.0])
+    integer = np.array([rdp_ball_delta(segs, e) for e in eps])
+    ours = np.array([compute_delta(epsilon=e, **_kw(WIN)) for e in eps])
+    assert np.all(ours <= integer) and ours[3] < 1e-3 * integer[3]  # 30 is between the two published ε
+    # the branch and bound is exact: the min over every order of LOW_ORDERS, composed and converted one by one
+    every = np.min([rdp_deltas(low_orders._composed(segs, [a]), [a], eps) for a in LOW_ORDERS], axis=0)
+    assert np.array_equal(low_order_deltas(segs, eps), every)
+    assert np.array_equal(ours, np.minimum(integer, every))
+    d, p = 16, 3.0
+    for shift in ([1.0], [d ** (-1 / p)] * d, [0.8] + [((1 - 0.8 ** p) / (d - 1)) ** (1 / p)] * (d - 1)):
+        low = _delta_lower(shift, eps)
+        assert np.all(low <= ours) and np.all(low[:5] > 0.0), (shift[:2], low, ours)
+    fine = np.geomspace(1.0, 200.0, 60)
+    curve = low_order_deltas(segs, fine)
+    assert np.all(np.diff(curve) <= 0.0) and curve[0] > curve[-1]

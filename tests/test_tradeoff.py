@@ -98,6 +98,8 @@ def test_composed_laplace_is_above_the_rigorous_lower_bound_and_close(steps):
     ((1.5, 0.2, 10, 1.5, 1, 1.5), [(1.0,)], 0.01),
     # over the ℓ2 ball in d = 4: the Rényi bound and the dominating Gaussian; one coordinate and the equal spread
     ((1.0, 0.2, 10, 1.5, 4, 2.0), [(1.0,), (0.5, 0.5, 0.5, 0.5)], None),
+    # β = p = 3 in d = 16, where the Rényi orders in (1, 2) set the curve: one coordinate and the equal spread
+    ((0.7, 0.05, 20, 3.0, 16, 3.0), [(1.0,), (16 ** (-1 / 3),) * 16], None),
 ])
 def test_subsampled_curve_is_above_the_independent_lower_bound(seg, shifts, gap):
     rep = compute_tradeoff_history([seg], 1e-5)
@@ -247,3 +249,27 @@ def test_train_summary_line_rounds_up_and_is_absent_without_a_curve():
     lo, hi = rep.mu_gdp_fpr_range  # μ is claimed on its range only, and the line says which
     assert rep.mu_gdp is not None and f"at every FPR in [{lo:g}, {hi:.7g}]" in line
     assert tradeoff_text({"error": "why"}) is None and tradeoff_text(None) is None
+
+
+def test_renyi_curve_above_beta_two_reads_the_orders_below_two():
+    """β = p = 3, d = 16 (published ε 30.54 at α = 1.52 against 116.75 at integer orders): the curve lies below the
+    (ε, δ) line of the published ε, moved up by one step of the Rényi ε grid (ratio 1.0028), at tiny FPR where that
+    line is near δ; the integer orders' curve alone does not, and it lies above the new one everywhere."""
+    from opacus_gg.accountants.ball_rdp import rdp_ball_curves, rdp_deltas
+    from opacus_gg.accountants.history import normalize_history
+    from opacus_gg.accountants.renyi import DEFAULT_ORDERS
+    from opacus_gg.accountants.tradeoff import RDP_EPSILONS, _add_lines
+
+    seg = (0.7, 0.05, 20, 3.0, 16, 3.0)
+    rep = compute_tradeoff_history([seg], 1e-5)
+    assert rep.sources == ("rdp",) and rep.epsilon < 31.0
+    a = np.geomspace(1e-20, 1e-12, 30)
+    line = np.exp(rep.epsilon * 1.003) * a + 1e-5 * (1 + 1e-9)
+    assert np.all(rep.tpr_upper(a) <= line)
+    curves = rdp_ball_curves(normalize_history([seg]), DEFAULT_ORDERS)
+    acc = {}
+    _add_lines(acc, {d: (RDP_EPSILONS, rdp_deltas(c, DEFAULT_ORDERS, RDP_EPSILONS)) for d, c in curves.items()})
+    lines = {r: (np.concatenate([s for s, _ in v]), np.concatenate([c for _, c in v])) for r, v in acc.items()}
+    integer = TradeoffReport(epsilon=rep.epsilon, delta=rep.delta, sources=("rdp",), lines=lines)
+    assert np.any(integer.tpr_upper(a) > 10.0 * line)
+    assert np.all(rep.tpr_upper(FPR) <= integer.tpr_upper(FPR))
