@@ -120,7 +120,8 @@ def low_order_epsilon(segments: Sequence, delta: float, beat: float = math.inf) 
     return (math.inf, float("nan")) if math.isnan(best[1]) else best
 
 
-def low_order_deltas(segments: Sequence, epsilons: Sequence[float], beat: Optional[Sequence[float]] = None) -> np.ndarray:
+def low_order_deltas(segments: Sequence, epsilons: Sequence[float],
+                     beat: Optional[Sequence[float]] = None) -> np.ndarray:
     r"""δ(ε) at each ε of ``epsilons``: the least of ``beat`` (one δ per ε; default 1) and of Balle et al.'s
     conversion solved for δ (:func:`.ball_rdp.rdp_deltas`, valid at every real α > 1) of the curve
     Σ_segments steps·RDP_seg(α) over α in :data:`LOW_ORDERS`, exactly: the δ side of :func:`low_order_epsilon`
