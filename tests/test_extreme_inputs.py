@@ -190,3 +190,17 @@ def test_a_missing_equal_spread_reference_is_said_aloud(monkeypatch):
     lines = rep.verbose_lines()
     assert any("not available" in line and "total mass 1.5" in line for line in lines)
     assert not any("worst case" in line or "lower" in line for line in lines)
+
+
+def test_a_quadratic_coefficient_whose_tail_overflows_is_infinite_not_an_error():
+    """β = 50, σ = 10, d = 100 raised AccountingError ("quadratic_coefficient … the integrand is not a number"): the
+    tail's U = X^β/(2β) of Lemma 4c overflows. K = +∞ there (the quadratic bound is then not used: any K ≥ the true one
+    is a bound), finite where U is, and the published ε is the proven Rényi bound, finite at this setting."""
+    from opacus_gg.accountants import ball_rdp
+
+    ball_rdp.clear_caches()
+    assert ball_rdp.quadratic_coefficients(2, [0.1, 1e-3], 50.0).tolist() == [math.inf, math.inf]
+    k8 = ball_rdp.quadratic_coefficients(2, [0.05], 8.0)[0]
+    assert math.isfinite(k8) and k8 > 0
+    rep = compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=100, **SETTING)
+    assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon) and rep.epsilon > 0

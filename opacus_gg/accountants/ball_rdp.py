@@ -184,7 +184,8 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     1 and doubling up to X, each the smaller of that bound and Gauss–Legendre with its Bernstein-ellipse error
     bound (:func:`.renyi.gauss_legendre_bounds`), refined by :func:`.renyi.refine_enclosure` to 1e-8; beyond X ≥
     max(a, 2βja2^{β−1}): ∫_X^∞ ≤ 4^{β−1}j²/Z·(2β)^{2−1/β}/β·Γ(2 − 1/β, U), U = X^β/(2β), with
-    Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap). Cached per (j, a_s, β).
+    Γ(s, U) ≤ U^{s−1}e^{−U}/(1 − (s−1)/U). +∞ where K exceeds float range (no cap), or where U does (large β and
+    a_s: the bound is then not used). Cached per (j, a_s, β).
     ``j``: one integer order, or one per shift (several orders in one batch, each shift's value the one it gets
     alone: every operation is elementwise, each shift's subintervals keep their order, log j is ``math.log``'s).
     """
@@ -197,12 +198,22 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     j = j_all[todo]
     if not np.all(np.isfinite(a) & (a > 0)):
         raise ValueError(f"quadratic_coefficients: shifts must be finite and ≥ 0, got {shifts!r}")
+    # the end of the body: X ≥ a, X ≥ 2βc (c = ja2^{β−1}: there jaw ≤ x^β/(2β)), U ≥ 60
+    with np.errstate(over="ignore"):
+        X = np.maximum.reduce([a, 2.0 * beta * j * a * 2.0 ** (beta - 1.0),
+                               np.full(len(a), (2.0 * beta * _K_TAIL_U) ** (1.0 / beta)), np.ones(len(a))])
+        U = X ** beta / (2.0 * beta)
+    huge = ~np.isfinite(U)  # the tail's U beyond float range (large β): K = +∞, the quadratic bound unused
+    for k in np.nonzero(huge)[0]:
+        out[todo[k]] = math.inf
+        _k_cache[(int(j_all[todo[k]]), float(shifts[todo[k]]), float(beta))] = math.inf
+    if huge.any():
+        todo = [i for i, h in zip(todo, huge) if not h]
+        if not todo:
+            return out
+        a, j, X, U = a[~huge], j[~huge], X[~huge], U[~huge]
     log_z = renyi._log_z(beta)
     n = len(todo)
-    # the end of the body: X ≥ a, X ≥ 2βc (c = ja2^{β−1}: there jaw ≤ x^β/(2β)), U ≥ 60
-    X = np.maximum.reduce([a, 2.0 * beta * j * a * 2.0 ** (beta - 1.0),
-                           np.full(n, (2.0 * beta * _K_TAIL_U) ** (1.0 / beta)), np.ones(n)])
-    U = X ** beta / (2.0 * beta)
     s = 2.0 - 1.0 / beta
     log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * _log_orders(j) - log_z + s * math.log(2.0 * beta)
                 - math.log(beta) + (s - 1.0) * np.log(U) - U - np.log1p(-(s - 1.0) / U))
