@@ -68,18 +68,24 @@ def _same_floats(a, b) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
 
 
+def _random_dual_grid(rng: np.random.Generator, p: float):
+    """(n, A, G, K, U) of a random dual over the ball: n + 1 shifts from 0, non-decreasing moment bounds G (scale
+    1e-6, 1 or 30), quadratic bounds K up to shift 0.1 (∞ above), U = A^p."""
+    n = int(rng.integers(2, 60))
+    A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+    G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0])
+    G[0] = 0.0
+    Kq = np.where(A <= 0.1, rng.uniform(0.5, 50.0, n + 1), np.inf)
+    return n, A, G, Kq, A ** p
+
+
 @pytest.mark.parametrize("p", [1.2, 1.5, 3.0])  # p = 2: the chord's closed form, and the plain max (no pruning)
 @pytest.mark.parametrize("rounded", [False, True])
 def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, rounded):
     rng = np.random.default_rng(20261128)
     s = 2.0 / p
     for _ in range(30):
-        n = int(rng.integers(2, 60))
-        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
-        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0])
-        G[0] = 0.0
-        Kq = np.where(A <= 0.1, rng.uniform(0.5, 50.0, n + 1), np.inf)
-        U = A ** p
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
         lam = np.concatenate([[0.0], rng.uniform(0.0, 40.0, int(rng.integers(1, 40)))])
         with np.errstate(all="ignore"):  # an infinite K at u = 0 makes NaN bounds: both paths must keep them
             fast = br._interval_max(lam, G, Kq, U, A, s, rounded)
@@ -107,14 +113,9 @@ def test_least_row_of_the_dual_is_the_plain_argmin_bit_for_bit(p):
     rng = np.random.default_rng(33)
     s = 2.0 / p
     for t in range(40):
-        n = int(rng.integers(2, 60))
-        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
-        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0])
-        G[0] = 0.0
-        Kq = np.where(A <= 0.1, rng.uniform(0.5, 50.0, n + 1), np.inf)
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
         if t % 5 == 0:
             Kq[1] = np.inf  # K = ∞ at the first interval: NaN power bounds at u = 0
-        U = A ** p
         lam = rng.uniform(0.0, 40.0, int(rng.integers(1, 40)))
         if t % 3 == 0:
             lam = np.concatenate([lam, lam[::-1]])  # equal rows: the first one is the argmin
