@@ -1032,8 +1032,7 @@ def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: i
     ε zigzags, and the whole tier is computed). Without ``low``: not settled. A heuristic for where the full tier's
     min lies, never for soundness."""
     a = np.asarray(window, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        eps = rdp - (math.log(delta) + np.log(a)) / (a - 1.0) + np.log((a - 1.0) / a)
+    eps = _conversion_epsilons(rdp, a, delta)
     prev = [j for j in computed if j < end]
     if not prev or not np.isfinite(eps[-1]):
         return False
@@ -1045,6 +1044,13 @@ def _settled(rdp: np.ndarray, window: list, delta: float, computed: list, end: i
     noise = 2.0 * _REL_TOL * float(rdp[-1]) + 2.0 * max(eps_min - low, 0.0)
     return (best < a.size - 1 and 0 <= i_prev < a.size - 1 and bool(eps[-1] > eps[i_prev])
             and float(eps[-1]) - eps_min > noise)
+
+
+def _conversion_epsilons(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray:
+    """Balle et al.'s ε at each order, element by element (Opacus's ``get_privacy_spent`` formula, before its
+    min): RDP(α) − (log δ + log α)/(α − 1) + log((α − 1)/α). For choosing orders; :func:`_best_order` publishes."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return rdp - (math.log(delta) + np.log(orders)) / (orders - 1.0) + np.log((orders - 1.0) / orders)
 
 
 def _best_order(rdp: np.ndarray, orders: list, delta: float) -> Tuple[float, float]:

@@ -23,8 +23,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .ball_rdp import (_Chords, _ball_log_moment_rounds, _best_order, _chord_sup_at, _log_moment_uppers_by_order,
-                       _quadratic_bounds_by_order, rdp_deltas)
+from .ball_rdp import (_Chords, _ball_log_moment_rounds, _best_order, _chord_sup_at, _conversion_epsilons,
+                       _log_moment_uppers_by_order, _quadratic_bounds_by_order, rdp_deltas)
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
@@ -158,17 +158,11 @@ LOW_ORDERS = tuple(sorted({round(1.0 + 0.005 * 1.1 ** k, 4) for k in range(39)}
 _LOWER_MARGIN = 1e-5
 
 
-def _conversion(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray:
-    """Balle et al.'s ε at each order (Opacus's ``get_privacy_spent`` formula), element by element."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return rdp + np.log((orders - 1.0) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
-
-
 def _lower_end(segs: list, delta: float) -> np.ndarray:
     """ε at each of :data:`LOW_ORDERS` of :func:`_lower_rdp`'s curve: each ≤ the ε that :func:`_epsilon_at` gives
     at that order (the conversion increases with the RDP). A gate and a guess of the best order, never a privacy
     bound."""
-    return _conversion(_lower_rdp(segs), np.array(LOW_ORDERS), delta)
+    return _conversion_epsilons(_lower_rdp(segs), np.array(LOW_ORDERS), delta)
 
 
 def _lower_rdp(segs: list) -> np.ndarray:
