@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import pytest
+from lower_bound_oracle import epsilon_lower
 
 from opacus_gg import validation as V
 from opacus_gg.accountants import GGPRVAccountant, compute_delta, compute_epsilon, compute_epsilon_history
@@ -126,10 +128,14 @@ def test_prv_out_of_range_publishes_the_renyi_bound_and_inf_says_why(cli):
 
 
 def test_large_beta_at_one_coordinate_is_a_proven_number_or_inf_with_its_reason():
-    """β = 50, d = 1 (the PRV's domain would exceed ±512): the Rényi bound is published, here ∞ with a warning
-    that names β; β = 20, d = 1 stays the PRV's finite number."""
-    with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[50.0\]"):
+    """β = 50, d = 1 (the PRV's domain would exceed ±512): the Rényi bound is published with a warning that says
+    the switch; finite through the orders below 2 (∞ before they were tried at d = 1). β = 20, σ = 1, d = 1: every
+    order overflows, ∞ with a warning that names β. β = 20, σ = 10, d = 1 stays the PRV's finite number."""
+    with pytest.warns(UserWarning, match=r"cannot hold this privacy loss on its grid at beta=\[50.0\]"):
         rep = compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=1, **SETTING)
+    assert math.isfinite(rep.epsilon) and rep.method == "rdp" and rep.scope == "proven" and rep.details["rdp_order"] < 2
+    with pytest.warns(UserWarning, match=r"epsilon = inf at beta=\[20.0\]"):
+        rep = compute_epsilon(noise_multiplier=1.0, beta=20.0, dim=1, **SETTING)
     assert rep.epsilon == math.inf and rep.scope == "proven"
     assert math.isfinite(compute_epsilon(noise_multiplier=10.0, beta=20.0, dim=1, **SETTING).epsilon)
 
@@ -204,3 +210,27 @@ def test_a_quadratic_coefficient_whose_tail_overflows_is_infinite_not_an_error()
     assert math.isfinite(k8) and k8 > 0
     rep = compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=100, **SETTING)
     assert rep.method == "rdp" and rep.certified and math.isfinite(rep.epsilon) and rep.epsilon > 0
+
+
+def test_an_unused_quadratic_bound_is_infinite_not_nan_and_the_ball_is_monotone_in_d():
+    """K = +∞ (the tail overflows, β = 50) made the dual's power bound ∞·0 = NaN at u = 0 ('invalid value encountered
+    in multiply' printed to the user), and the NaN steered the dual to a looser bound: 1466.57 at d = 100 and 686.87
+    at d = 2, the cube's d·L_α(m), against ∞ at d = 1 (no orders below 2 there). Now the power bound is +∞ (unused),
+    no RuntimeWarning, the orders below 2 are tried at d = 1 and p = ∞ too, and ε is finite at d = 1, non-decreasing
+    in d, at most the cube's (p = ∞) and above the oracle's rigorous lower bound for one coordinate at the full norm."""
+    from opacus_gg.accountants import ball_rdp
+
+    K = np.array([[math.inf, 2.0]])
+    for s in (1.0, 0.5):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            v = ball_rdp._power_sup(np.array([0.0, 3.0]), K, s, np.array([[0.0, 0.0]]), np.array([[0.5, 0.5]]))
+        assert np.isposinf(v[:, 0]).all() and np.isfinite(v[:, 1]).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        eps = {(d, p): compute_epsilon(noise_multiplier=10.0, beta=50.0, dim=d, clip_norm_p=p, **SETTING).epsilon
+               for d, p in ((1, 2.0), (2, 2.0), (100, 2.0), (100, math.inf))}
+    assert math.isfinite(eps[1, 2.0]) and eps[1, 2.0] <= eps[2, 2.0] <= eps[100, 2.0] <= eps[100, math.inf]
+    assert eps[100, 2.0] < 1.01 * eps[1, 2.0]  # β = 50: one coordinate is the worst shape, the bound sees it
+    history = [(10.0, SETTING["sample_rate"], SETTING["steps"], 50.0)]
+    assert epsilon_lower(history, SETTING["delta"], shift=(1.0,)) <= eps[1, 2.0]

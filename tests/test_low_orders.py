@@ -147,7 +147,9 @@ def test_low_orders_are_tried_only_above_beta_two_and_published_only_where_small
     segs = lambda *e: normalize_history([e])
     assert applies(segs(1.0, 0.01, 10, 3.0, 10, 3.0)) and applies(segs(1.0, 0.01, 10, 3.0, 10, 2.0))
     assert not applies(segs(1.0, 0.01, 10, 1.5, 10, 1.5))  # β ≤ 2: the dominating Gaussian's cheap test decides
-    assert not applies(segs(1.0, 0.01, 10, 3.0, 10, math.inf))  # p = ∞: the PRV is exact there
+    # d = 1 and p = ∞: the Rényi bound runs only where the PRV composition refuses, and then with these orders too
+    assert applies(segs(1.0, 0.01, 10, 3.0, 10, math.inf)) and applies(segs(1.0, 0.01, 10, 3.0, 1, 2.0))
+    assert not applies(normalize_history([(1.0, 0.01, 10, 3.0, 10, 2.0, 5.0)]))  # a count query: not tried
     r = compute_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=1.5, dim=2410,
                         clip_norm_p=1.5)
     assert "epsilon_rdp_integer_orders" not in r.details

@@ -321,16 +321,19 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
     r"""sup_{lo ≤ u ≤ hi} (K u^s − λu), broadcast over λ (rows) and intervals (columns).
 
     K u^s − λu is convex (s ≥ 1) or concave (s < 1) in u, so the max is at lo, hi or the stationary point
-    u* = (λ/(Ks))^{1/(s−1)} clipped to [lo, hi].
+    u* = (λ/(Ks))^{1/(s−1)} clipped to [lo, hi]. K = +∞ (no quadratic bound, Lemma 4c) gives +∞: the bound unused
+    (not ∞·0 = NaN at u = 0).
     """
     lam = lam[:, None]
+    unused = np.isposinf(K)
+    K = np.where(unused, 0.0, K)
     vals = np.maximum(K * lo ** s - lam * lo, K * hi ** s - lam * hi)
     if s < 1.0:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ustar = np.where(lam > 0, (lam / (K * s)) ** (1.0 / (s - 1.0)), hi)
         ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
         vals = np.maximum(vals, K * ustar ** s - lam * ustar)
-    return vals
+    return np.where(unused, np.inf, vals)
 
 
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:

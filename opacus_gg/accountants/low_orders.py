@@ -87,11 +87,12 @@ def low_order_rdp(alpha: float, sample_rate: float, log_moment: float) -> float:
 
 def applies(segments: Sequence[Segment]) -> bool:
     """Whether the published Rényi bound also tries the orders in (1, 2) (:func:`low_order_epsilon`; a scope and
-    cost choice, not a soundness one: every order gives a bound): every segment has d > 1, p < ∞ and no count
-    query, and some segment has β > 2 (there the dominating Gaussian of Lemma N, whose cheap test reads the
-    integer orders' lower end, is not tried, so the published number is the same on every path)."""
-    return (bool(segments) and all(s.dim > 1 and not math.isinf(s.clip_norm_p) and s.count_noise_multiplier is None
-                                   for s in segments) and any(s.beta > 2.0 for s in segments))
+    cost choice, not a soundness one: every order gives a bound): no segment has a count query, and some segment
+    has β > 2 (there the dominating Gaussian of Lemma N, whose cheap test reads the integer orders' lower end, is
+    not tried, so the published number is the same on every path). d = 1 and p = ∞ included (S_α = L_α(m),
+    d·L_α(m)): there the Rényi bound is computed only where the PRV composition refuses."""
+    return (bool(segments) and all(s.count_noise_multiplier is None for s in segments)
+            and any(s.beta > 2.0 for s in segments))
 
 
 def low_order_epsilon(segments: Sequence, delta: float, beat: float = math.inf) -> Tuple[float, float]:
