@@ -78,6 +78,8 @@ def test_heterogeneous_history_grid_is_wide_enough():
     the published ε. Tolerance 1e-8 relative: FFT round-off of the two grids differs by ~1e-15 in δ (measured
     non-monotone in the half-width: 1, 2, 3 times L give δ differing in the 10th digit either way), which is
     ~2e-9 relative in ε here; a tail loss of the size of δ_error = 1e-8 would move ε by ~1e-3."""
+    from opacus.accountants.analysis.prv import DiscretePRV, compose_heterogeneous
+
     from opacus_gg.accountants import composition
     from opacus_gg.accountants.discretization import make_domain
     from opacus_gg.accountants.history import normalize_history
@@ -91,6 +93,8 @@ def test_heterogeneous_history_grid_is_wide_enough():
         assert abs(float(wide.dt) - float(dom.dt)) <= 1e-12 * float(dom.dt) and float(wide.t_max) >= 2.0 * float(dom.t_max) - 1e-9
         eps = []
         for d in (dom, wide):
-            composed, rho, _ = composition._compose(segs, direction, d)
+            steps, rho, _, _ = composition._step_pmfs(segs, direction, d)
+            composed = compose_heterogeneous(dprvs=[DiscretePRV(pmf=p, domain=d) for p, _ in steps],
+                                             num_self_compositions=[t for _, t in steps])
             eps.append(composition.epsilon_for_delta(composed, delta - rho - delta_error))
         assert eps[0] >= eps[1] * (1 - 1e-8), (direction, eps)

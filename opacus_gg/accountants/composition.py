@@ -201,14 +201,6 @@ def _checked_domain(segs: Sequence, direction: str, delta_error: float, eps_erro
                           "increase noise_multiplier or reduce steps")
 
 
-def _compose(segs: Sequence, direction: str, domain: Domain) -> Tuple[DiscretePRV, float, Dict[int, float]]:
-    """(composed discrete PRV, total mass at +∞ Σ_s T_s ρ_s, per-shape scores) of all segments on ``domain``."""
-    steps, rho_tot, shape_scores, _ = _step_pmfs(segs, direction, domain)
-    composed = compose_heterogeneous(dprvs=[DiscretePRV(pmf=p, domain=domain) for p, _ in steps],
-                                     num_self_compositions=[t for _, t in steps])
-    return composed, rho_tot, shape_scores
-
-
 @dataclass
 class _Certified:
     """A composed PMF for the upper bound: ``pmf`` on ``ts`` (entries at t < 0 may be dropped: δ(ε ≥ 0) does not
