@@ -35,7 +35,8 @@ def _plain_interval_max(lam, G, Kq, U, A, s, rounded=False):
 
 def _chord_sup_oracle(lam, G, A, p, rounded=False):
     """The chord bound as first written (before issue 33, commit c74da77): value and slope evaluated at every one of
-    the 24 bisection steps, new arrays each step, ``np.where`` for the bracket."""
+    the 24 bisection steps, new arrays each step, ``np.where`` for the bracket (the stationary point is found by
+    Newton's method since item 12: a reference, no longer the same floats)."""
     lam = lam[:, None]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         E = np.expm1(np.maximum(G, 0.0))
@@ -62,6 +63,15 @@ def _chord_sup_oracle(lam, G, A, p, rounded=False):
             out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
                                  + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
     return np.where(np.isnan(out), np.inf, out)
+
+
+def _chord_dense_sup(lam, G, A, p):
+    """max over 2001 points a of each interval of log(1 + chord of E) − λa^p (the function Lemma 4d bounds)."""
+    E = np.expm1(np.maximum(G, 0.0))
+    t = np.linspace(0.0, 1.0, 2001)
+    a = A[:-1, None] + (A[1:] - A[:-1])[:, None] * t[None, :]  # intervals × points
+    f = np.log1p((1.0 - t)[None, :] * E[:-1, None] + t[None, :] * E[1:, None])
+    return np.max(f[None, :, :] - lam[:, None, None] * a[None, :, :] ** p, axis=2)
 
 
 def _same_floats(a, b) -> bool:
@@ -92,10 +102,16 @@ def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, ro
             plain = _plain_interval_max(lam, G, Kq, U, A, s, rounded)
             chord = br._chord_sup(lam, G, A, p, rounded)
             oracle = _chord_sup_oracle(lam, G, A, p, rounded)
+            dense = _chord_dense_sup(lam, G, A, p)
             # one row (the dual's rounded value: every column in one request)
             ones = [br._interval_max(lam[k: k + 1], G, Kq, U, A, s, rounded) for k in range(lam.size)]
         assert _same_floats(fast, plain), (p, rounded, n)
-        assert _same_floats(chord, oracle), (p, rounded, n)
+        # the stationary point by Newton's method (issue 33, item 12), not the bisection: a bound of the same lemma
+        # (Lemma 4d, any b), above the chord function's sup on a dense grid, and not looser than the bisection's
+        assert np.array_equal(np.isfinite(chord), np.isfinite(oracle)), (p, rounded, n)
+        fin = np.isfinite(oracle)
+        assert np.all(chord[fin] <= oracle[fin] + 1e-9 * (1.0 + np.abs(oracle[fin]))), (p, rounded, n)
+        assert np.all(dense[fin] <= chord[fin] + 1e-12 * (1.0 + np.abs(chord[fin]))), (p, rounded, n)
         assert _same_floats(np.concatenate(ones), plain), (p, rounded, n)
 
 

@@ -64,6 +64,9 @@ _QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated f
 _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
 _EPS = 2.0 ** -52
+#: Newton steps for the chord bound's stationary point (:func:`_chord_sup_at`, p ≠ 2): from at most a factor 2^{1/2}
+#: (a lattice interval) or a near-linear Φ (the interval [0, A_1]), 5 reach it to round-off at p ≥ 1.05
+_NEWTON_STEPS = 8
 
 
 #: the K enclosure stops refining within this relative gap (its result is an upper bound whatever this is)
@@ -416,7 +419,14 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
     A_i), L_j(a) ≤ log(1 + (1 − t)E_i + tE_{i+1}); F(a) := that − λa^p is concave in a (p ≥ 1), so its sup is at
     most its value plus its tangent's rise at any b ∈ [A_i, A_{i+1}]: F(b) + max(F'(b)(A_i − b), F'(b)(A_{i+1} − b)).
     b: the stationary point (closed form at p = 2: 2λσ b² + 2λB b − σ = 0, σ the chord's slope, B = 1 + E_i − σA_i;
-    else 24 bisection steps on the sign of F'), clipped; any b gives a valid bound. ``rounded``: raised by 1e-14 × the
+    else _NEWTON_STEPS Newton steps from A_{i+1} on an increasing convex Φ whose root it is: with 1 + C(b) = B + σb,
+    F'(b) = 0 iff Φ(v) = (p − 1)v + log(B + σe^v) − log(σ/(λp)) = 0 in v = log b where B ≥ 0 (Φ' = p − 1 +
+    σb/(1 + C) ∈ [p − 1, p), increasing), iff Φ(v) = v + (p − 1)·log((e^v + |B|)/σ) − log(σ/(λp)) = 0 in
+    v = log(1 + C(b)) where B < 0 (Φ' = 1 + (p − 1)e^v/(e^v + |B|) ∈ [1, p), increasing); from the right of the root
+    of an increasing convex function Newton's iterates decrease to it without crossing it; b = A_i or A_{i+1} where
+    the root is outside, b = A_i where σ ≤ 0, b = A_{i+1} where λ = 0), clipped; any b gives a valid bound (the
+    iterates are only a good b: 8 steps reach the bisection's b or better, on lattice intervals and random grids,
+    tests/test_accountant_fast_paths.py). ``rounded``: raised by 1e-14 × the
     size of its operands (1 + log1p(C) for the chord C ≥ 0, a sum of non-negative terms; λb^p; the tangent term:
     a few ulps each, and 1e-14 ≥ 45 ulps). Elementwise: an entry's value does not depend on the others'.
     """
@@ -436,41 +446,22 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             disc = np.sqrt(B * B + 2.0 * slope * slope / np.where(lam > 0, lam, 1.0))
             b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
             b = np.where(lam > 0, b, hi)
-        else:  # F' is decreasing: bisection on its sign, 24 halvings
-            shape = np.broadcast_shapes(np.shape(lam), np.shape(lo))
-            left = np.array(np.broadcast_to(lo, shape))
-            right = np.array(np.broadcast_to(hi, shape))
-            lam_p = lam * p  # derivative()'s first product, rounded as there
-            b, t, C, w = (np.empty(shape) for _ in range(4))
-            rising = np.empty(shape, dtype=bool)
-            pick, diff = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
-            b_bits, l_bits, r_bits = b.view(np.int64), left.view(np.int64), right.view(np.int64)
-            for _ in range(24):
-                # in place, the same roundings: b = 0.5(l + r), C = chord(b), and F'(b) > 0 as
-                # slope/(1 + C) > λp·b^{p−1} (x − y > 0 iff x > y in IEEE arithmetic, NaN false in both)
-                np.add(left, right, out=b)
-                b *= 0.5
-                np.subtract(b, lo, out=t)
-                t /= width
-                np.subtract(1.0, t, out=C)
-                C *= Ei
-                t *= Ej
-                C += t
-                C += 1.0
-                np.divide(slope, C, out=C)
-                np.multiply(lam_p, b ** (p - 1.0), out=w)  # ``**`` as before (numpy takes sqrt for ** 0.5)
-                np.greater(C, w, out=rising)
-                # left = b where rising, right = b elsewhere, as a select on the 64 bits of each float
-                # (x ^ ((x ^ b) & pick), pick = −1 or 0: the bits np.copyto(…, where=) writes, without its branches)
-                np.copyto(pick, rising, casting="unsafe")
-                np.negative(pick, out=pick)
-                np.bitwise_xor(l_bits, b_bits, out=diff)
-                diff &= pick
-                l_bits ^= diff
-                np.bitwise_xor(r_bits, b_bits, out=diff)
-                diff &= pick
-                np.bitwise_xor(b_bits, diff, out=r_bits)
-            b = 0.5 * (left + right)
+        else:  # F'(b) = 0 by Newton's method from hi (docstring), in v = log b (B ≥ 0) or v = log(1 + C(b)) (B < 0)
+            B = 1.0 + Ei - slope * lo  # 1 + C(b) = B + slope·b
+            up = B >= 0
+            # both as Φ(v) = c1·v + c2·log(k1·e^v + k0) − t, Φ' = c1 + c2·k1e^v/(k1e^v + k0)
+            c1, c2 = np.where(up, p - 1.0, 1.0), np.where(up, 1.0, p - 1.0)
+            k1, k0 = np.where(up, slope, 1.0), np.where(up, B, -B)
+            t = np.log(slope / (lam * p)) + np.where(up, 0.0, (p - 1.0) * np.log(slope))
+            v_lo, v_hi = np.where(up, np.log(lo), np.log1p(Ei)), np.where(up, np.log(hi), np.log1p(Ej))
+            v = v_hi
+            for _ in range(_NEWTON_STEPS):
+                e = k1 * np.exp(v)
+                inner = e + k0
+                v = np.minimum(np.maximum(v - (c1 * v + c2 * np.log(inner) - t) / (c1 + c2 * e / inner), v_lo), v_hi)
+            b = np.where(up, np.exp(v), (np.exp(v) - B) / slope)
+            # slope ≤ 0: F' < 0 on the interval (b = lo); λ = 0 < slope: F' > 0 (b = hi)
+            b = np.where(slope > 0, np.where(lam > 0, b, hi), lo)
         b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
         C = chord(b)
         val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
