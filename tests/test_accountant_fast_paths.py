@@ -274,6 +274,36 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
     assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
 
 
+def _k_log_parts_oracle(x, a, j, beta):
+    """ball_rdp._k_log_parts as first written (both forms of log φ computed everywhere, then selected)."""
+    w = (x + a) ** (beta - 1.0)
+    z = a * w
+    small = j * z <= 1.0
+    zs = np.where(small, z, 0.0)
+    log_phi = np.where(small, np.log(j * (j - 1.0) + j * j * np.expm1(j * zs) - j * np.expm1(-zs)),
+                       j * z + np.log(j * j - j * np.exp(-(j + 1.0) * np.where(small, 1.0, z))))
+    return (2.0 * beta - 2.0) * np.log(x + a) + log_phi, -(x ** beta) / beta
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.5])
+def test_k_log_terms_equal_both_forms_computed_everywhere(beta):
+    """ball_rdp._k_log_terms (each form of log φ only where it is taken; log(x + a) and w returned for the round-off
+    margin) gives _k_log_parts' floats as first written, on node grids where both forms occur (orders 2 … 40,
+    shifts 10^{-4} … 0.1, x up to 40), for a scalar order too; and its log(x + a), w are those expressions."""
+    rng = np.random.default_rng(33)
+    x = np.sort(rng.uniform(0.0, 40.0, (300, 16)), axis=1)
+    a = 10 ** rng.uniform(-4, -1, (300, 1))
+    j = rng.integers(2, 41, (300, 1)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        la, lb, lxa, w = br._k_log_terms(x, a, j, beta)
+        la0, lb0 = _k_log_parts_oracle(x, a, j, beta)
+        small = j * a * (x + a) ** (beta - 1.0) <= 1.0
+        assert 0.05 < small.mean() < 0.95  # both forms
+        assert _same_floats(la, la0) and _same_floats(lb, lb0)
+        assert _same_floats(lxa, np.log(x + a)) and _same_floats(w, (x + a) ** (beta - 1.0))
+        assert all(_same_floats(u, v) for u, v in zip(br._k_log_parts(x, a, 7, beta), _k_log_parts_oracle(x, a, 7, beta)))
+
+
 def test_graded_pieces_equal_the_per_piece_subdivision():
     """renyi._graded_pieces (every piece of one kind at once, then back to the pieces' order) gives the initial
     subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in

@@ -93,13 +93,25 @@ def _k_log_parts(x: np.ndarray, a: np.ndarray, j: int, beta: float) -> Tuple[np.
     φ = j²e^{jaw} − je^{−aw} = j(j−1) + j²(e^{jaw} − 1) + j(1 − e^{−aw}) > 0, w = (x + a)^{β−1}, in a form without
     cancellation: the sum of non-negative terms while jaw ≤ 1, else jaw + log(j² − je^{−(j+1)aw}). ``j``: a number or
     an array broadcast with ``a``."""
-    w = (x + a) ** (beta - 1.0)
+    return _k_log_terms(x, a, j, beta)[:2]
+
+
+def _k_log_terms(x: np.ndarray, a: np.ndarray, j, beta: float):
+    """(log(A·Z), −x^β/β, log(x + a), w) of :func:`_k_log_parts`, each of φ's two forms computed only where it is
+    taken (elementwise: the floats of both computed everywhere and selected)."""
+    xa = x + a
+    w = xa ** (beta - 1.0)
     z = a * w
-    small = j * z <= 1.0
-    zs = np.where(small, z, 0.0)
-    log_phi = np.where(small, np.log(j * (j - 1.0) + j * j * np.expm1(j * zs) - j * np.expm1(-zs)),
-                       j * z + np.log(j * j - j * np.exp(-(j + 1.0) * np.where(small, 1.0, z))))
-    return (2.0 * beta - 2.0) * np.log(x + a) + log_phi, -(x ** beta) / beta
+    jb = np.broadcast_to(j, z.shape)
+    small = jb * z <= 1.0
+    log_phi = np.empty(z.shape)
+    zs, js = z[small], jb[small]
+    log_phi[small] = np.log(js * (js - 1.0) + js * js * np.expm1(js * zs) - js * np.expm1(-zs))
+    big = ~small
+    zb, jg = z[big], jb[big]
+    log_phi[big] = jg * zb + np.log(jg * jg - jg * np.exp(-(jg + 1.0) * zb))
+    lxa = np.log(xa)
+    return (2.0 * beta - 2.0) * lxa + log_phi, -(x ** beta) / beta, lxa, w
 
 
 def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
@@ -134,11 +146,10 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     log_j = _log_orders(j)
     x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
     ac, rc, jc = a[:, None], ref[:, None], j[:, None]
-    la, lb = _k_log_parts(x, ac, jc, beta)
+    la, lb, lxa, w = _k_log_terms(x, ac, jc, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
-    size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(np.log(x + ac))
-            + jc * ac * (x + ac) ** (beta - 1.0))
+    size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(lxa) + jc * ac * w)
     slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
              + x ** (beta - 1.0))
     err = 8.0 * _EPS * (size + x * slope)
@@ -462,7 +473,9 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             b = np.where(up, np.exp(v), (np.exp(v) - B) / slope)
             # slope ≤ 0: F' < 0 on the interval (b = lo); λ = 0 < slope: F' > 0 (b = hi)
             b = np.where(slope > 0, np.where(lam > 0, b, hi), lo)
-        b = np.clip(np.nan_to_num(b, nan=0.5, posinf=0.5), lo, hi)
+        if not np.isfinite(b).all():
+            b = np.nan_to_num(b, nan=0.5, posinf=0.5)
+        b = np.minimum(np.maximum(b, lo), hi)  # np.clip's floats (b has no NaN), without its overhead
         C = chord(b)
         val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
         out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
