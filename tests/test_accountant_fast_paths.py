@@ -762,3 +762,21 @@ def test_refinement_without_settled_owners_equals_the_plain_refinement_bit_for_b
     assert len(seen["fast"]) == len(seen["plain"]) > 6
     for x, y in zip(seen["fast"], seen["plain"]):
         assert len(x) == len(y) and all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+
+
+def test_k_subintervals_equal_the_per_shift_edges():
+    """ball_rdp._k_subintervals (every shift's edges in one array operation) gives the K enclosures' first
+    subintervals as first written: per shift, 0, 3^{-L} … 3^{-1}, 1, the powers 2^k below X, then X."""
+    rng = np.random.default_rng(5)
+    X = np.concatenate([[1.0, 2.0, 4.0, 1.5, 2.0 ** 40], 10 ** rng.uniform(0.0, 3.0, 200)])
+    grade = np.concatenate([[0.0], 3.0 ** -np.arange(br._K_GRADE_LEVELS, 0, -1.0), [1.0]])
+    XL, XR, own = [], [], []
+    for i in range(X.size):
+        body = 2.0 ** np.arange(1, max(1, math.ceil(math.log2(X[i]))) + 1, dtype=np.float64)
+        edges = np.concatenate([grade, body[body < X[i]], [X[i]]])
+        XL.append(edges[:-1])
+        XR.append(edges[1:])
+        own.append(np.full(len(edges) - 1, i))
+    xl, xr, owner = br._k_subintervals(X)
+    assert _same_floats(xl, np.concatenate(XL)) and _same_floats(xr, np.concatenate(XR))
+    assert np.array_equal(owner, np.concatenate(own))

@@ -185,6 +185,22 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     return renyi.gauss_legendre_bounds(hw, values, log_sup, pos, crude)
 
 
+def _k_subintervals(X: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(xl, xr, owner) of the K enclosures' first subintervals, shift by shift: edges 0, 3^{−_K_GRADE_LEVELS}, …,
+    3^{−1}, 1, then 2^k (k ≥ 1) below X_i, then X_i (every shift's edges in one array operation)."""
+    grade = np.concatenate([[0.0], 3.0 ** -np.arange(_K_GRADE_LEVELS, 0, -1.0), [1.0]])
+    n = X.size
+    body = 2.0 ** np.arange(1, max(1, math.ceil(math.log2(float(np.max(X))))) + 1, dtype=np.float64)
+    pts = np.concatenate([np.broadcast_to(grade, (n, grade.size)), np.broadcast_to(body, (n, body.size)),
+                          X[:, None]], axis=1)
+    valid = np.concatenate([np.ones((n, grade.size), dtype=bool), body[None, :] < X[:, None],
+                            np.ones((n, 1), dtype=bool)], axis=1)
+    edges = pts[valid]
+    own = np.repeat(np.arange(n), valid.sum(axis=1))
+    inside = own[:-1] == own[1:]  # consecutive edges of one shift
+    return edges[:-1][inside], edges[1:][inside], own[:-1][inside]
+
+
 def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarray:
     r"""K(a_s) for every a_s in ``shifts``, with L_j(a) ≤ K(a_s)·a² for every 0 ≤ a ≤ a_s (Lemma 4b):
 
@@ -232,15 +248,7 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     log_tail = ((2.0 * beta - 2.0) * math.log(2.0) + 2.0 * _log_orders(j) - log_z + s * math.log(2.0 * beta)
                 - math.log(beta) + (s - 1.0) * np.log(U) - U - np.log1p(-(s - 1.0) / U))
     # subintervals: [0, 3^{-20}], [3^{-k-1}, 3^{-k}] (k = 19 … 0), then [2^i, 2^{i+1}] up to X (the last ends at X)
-    grade = np.concatenate([[0.0], 3.0 ** -np.arange(_K_GRADE_LEVELS, 0, -1.0), [1.0]])
-    XL, XR, own = [], [], []
-    for i in range(n):
-        body = 2.0 ** np.arange(1, max(1, math.ceil(math.log2(X[i]))) + 1, dtype=np.float64)
-        edges = np.concatenate([grade, body[body < X[i]], [X[i]]])
-        XL.append(edges[:-1])
-        XR.append(edges[1:])
-        own.append(np.full(len(edges) - 1, i))
-    xl, xr, owner = np.concatenate(XL), np.concatenate(XR), np.concatenate(own)
+    xl, xr, owner = _k_subintervals(X)
     x_h = _k_peak(j * a, a, beta)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         rows = np.concatenate([owner, np.arange(n)])
