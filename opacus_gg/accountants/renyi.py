@@ -268,16 +268,17 @@ def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
 
 
 def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarray, ok: np.ndarray,
-                          crude: np.ndarray):
+                          crude: np.ndarray, crude_lower=0.0):
     r"""(upper, lower) on ∫ f over each subinterval from f's values at the nodes of :func:`gauss_legendre_nodes`
     (each already rounded up) and log_sup ≥ log sup_{E_ρ} |f| (f analytic inside E_ρ where ``ok``):
     |∫ f − hw·Σ w_k f(x_k)| ≤ (64/15)·ρ^{−32}/(ρ² − 1)·sup_{E_ρ}|f|·hw (Trefethen, ATAP Thm 19.3); upper is the
     smaller of that and ``crude`` (a bound of the caller's, the only one where not ``ok``), lower ≥ 0 only a
-    refinement target."""
+    refinement target: GL minus its error bound where ``ok``, else ``crude_lower`` (the caller's lower end of the
+    integral there, 0 by default)."""
     gl = hw * (values @ _GL_W)
     err = _GL_C * np.exp(log_sup) * hw
     ok = ok & np.isfinite(err)
-    return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), 0.0)
+    return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), crude_lower)
 
 
 def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
