@@ -35,7 +35,8 @@ def _plain_interval_max(lam, G, Kq, U, A, s, rounded=False):
 
 def _chord_sup_oracle(lam, G, A, p, rounded=False):
     """The chord bound as first written (before issue 33, commit c74da77): value and slope evaluated at every one of
-    the 24 bisection steps, new arrays each step, ``np.where`` for the bracket."""
+    the 24 bisection steps, new arrays each step, ``np.where`` for the bracket (the stationary point is found by
+    Newton's method since item 12: a reference, no longer the same floats)."""
     lam = lam[:, None]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         E = np.expm1(np.maximum(G, 0.0))
@@ -64,6 +65,15 @@ def _chord_sup_oracle(lam, G, A, p, rounded=False):
     return np.where(np.isnan(out), np.inf, out)
 
 
+def _chord_dense_sup(lam, G, A, p):
+    """max over 2001 points a of each interval of log(1 + chord of E) − λa^p (the function Lemma 4d bounds)."""
+    E = np.expm1(np.maximum(G, 0.0))
+    t = np.linspace(0.0, 1.0, 2001)
+    a = A[:-1, None] + (A[1:] - A[:-1])[:, None] * t[None, :]  # intervals × points
+    f = np.log1p((1.0 - t)[None, :] * E[:-1, None] + t[None, :] * E[1:, None])
+    return np.max(f[None, :, :] - lam[:, None, None] * a[None, :, :] ** p, axis=2)
+
+
 def _same_floats(a, b) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
 
@@ -81,7 +91,7 @@ def _random_dual_grid(rng: np.random.Generator, p: float):
 
 @pytest.mark.parametrize("p", [1.2, 1.5, 3.0])  # p = 2: the chord's closed form, and the plain max (no pruning)
 @pytest.mark.parametrize("rounded", [False, True])
-def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, rounded):
+def test_interval_max_is_the_plain_routine_and_the_chord_bound_the_bisections_or_below(p, rounded):
     rng = np.random.default_rng(20261128)
     s = 2.0 / p
     for _ in range(30):
@@ -92,10 +102,16 @@ def test_interval_max_and_chord_bound_equal_the_plain_routines_bit_for_bit(p, ro
             plain = _plain_interval_max(lam, G, Kq, U, A, s, rounded)
             chord = br._chord_sup(lam, G, A, p, rounded)
             oracle = _chord_sup_oracle(lam, G, A, p, rounded)
+            dense = _chord_dense_sup(lam, G, A, p)
             # one row (the dual's rounded value: every column in one request)
             ones = [br._interval_max(lam[k: k + 1], G, Kq, U, A, s, rounded) for k in range(lam.size)]
         assert _same_floats(fast, plain), (p, rounded, n)
-        assert _same_floats(chord, oracle), (p, rounded, n)
+        # the stationary point by Newton's method (issue 33, item 12), not the bisection: a bound of the same lemma
+        # (Lemma 4d, any b), above the chord function's sup on a dense grid, and not looser than the bisection's
+        assert np.array_equal(np.isfinite(chord), np.isfinite(oracle)), (p, rounded, n)
+        fin = np.isfinite(oracle)
+        assert np.all(chord[fin] <= oracle[fin] + 1e-9 * (1.0 + np.abs(oracle[fin]))), (p, rounded, n)
+        assert np.all(dense[fin] <= chord[fin] + 1e-12 * (1.0 + np.abs(chord[fin]))), (p, rounded, n)
         assert _same_floats(np.concatenate(ones), plain), (p, rounded, n)
 
 
@@ -256,6 +272,37 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
             oracle = _subinterval_bounds_oracle(*args)
             assert _same_floats(upper, oracle[0]) and _same_floats(lower, oracle[1])
     assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
+
+
+def _k_log_parts_oracle(x, a, j, beta):
+    """ball_rdp._k_log_parts as first written (both forms of log φ computed everywhere, then selected)."""
+    w = (x + a) ** (beta - 1.0)
+    z = a * w
+    small = j * z <= 1.0
+    zs = np.where(small, z, 0.0)
+    log_phi = np.where(small, np.log(j * (j - 1.0) + j * j * np.expm1(j * zs) - j * np.expm1(-zs)),
+                       j * z + np.log(j * j - j * np.exp(-(j + 1.0) * np.where(small, 1.0, z))))
+    return (2.0 * beta - 2.0) * np.log(x + a) + log_phi, -(x ** beta) / beta
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.5])
+def test_k_log_terms_equal_both_forms_computed_everywhere(beta):
+    """ball_rdp._k_log_terms (each form of log φ only where it is taken; log(x + a) and w returned for the round-off
+    margin) gives _k_log_parts' floats as first written, on node grids where both forms occur (orders 2 … 40,
+    shifts 10^{-4} … 0.1, x up to 40), for a scalar order too; and its log(x + a), w are those expressions."""
+    rng = np.random.default_rng(33)
+    x = np.sort(rng.uniform(0.0, 40.0, (300, 16)), axis=1)
+    a = 10 ** rng.uniform(-4, -1, (300, 1))
+    j = rng.integers(2, 41, (300, 1)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        la, lb, lxa, w = br._k_log_terms(x, a, j, beta)
+        la0, lb0 = _k_log_parts_oracle(x, a, j, beta)
+        small = j * a * (x + a) ** (beta - 1.0) <= 1.0
+        assert 0.05 < small.mean() < 0.95  # both forms
+        assert _same_floats(la, la0) and _same_floats(lb, lb0)
+        assert _same_floats(lxa, np.log(x + a)) and _same_floats(w, (x + a) ** (beta - 1.0))
+        scalar = zip(br._k_log_parts(x, a, 7, beta), _k_log_parts_oracle(x, a, 7, beta))  # one order for every row
+        assert all(_same_floats(u, v) for u, v in scalar)
 
 
 def test_graded_pieces_equal_the_per_piece_subdivision():
@@ -655,3 +702,82 @@ def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
         assert reused.details.get("epsilon_gaussian_domination") == report.details.get("epsilon_gaussian_domination")
     if (beta, p, dim) == (1.8, 2.0, 2410):
         assert quick is not None
+
+
+def _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds):
+    """renyi.refine_enclosure as first written: every owner's subintervals in the arrays every round."""
+    from opacus_gg.accountants import renyi as ry
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        upper, lower = bounds(xl, xr, owner)
+        for _ in range(ry._MAX_ROUNDS):
+            tot = np.bincount(owner, upper, minlength=n)
+            gap = np.bincount(owner, upper - lower, minlength=n)
+            cnt = np.bincount(owner, minlength=n)
+            loose = ((gap > epsrel * tot) | (tot == np.inf)) & (cnt < ry._MAX_INTERVALS)
+            split = loose[owner] & (((upper - lower) > 0.25 * (epsrel * tot)[owner] / cnt[owner]) | (upper == np.inf))
+            if not split.any():
+                break
+            mid = 0.5 * (xl[split] + xr[split])
+            nl, nr = np.concatenate([xl[split], mid]), np.concatenate([mid, xr[split]])
+            no = np.concatenate([owner[split], owner[split]])
+            nu, nlo = bounds(nl, nr, no)
+            keep = ~split
+            xl, xr = np.concatenate([xl[keep], nl]), np.concatenate([xr[keep], nr])
+            owner = np.concatenate([owner[keep], no])
+            upper, lower = np.concatenate([upper[keep], nu]), np.concatenate([lower[keep], nlo])
+        return np.bincount(owner, upper, minlength=n), np.bincount(owner, minlength=n)
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 3.0])
+def test_refinement_without_settled_owners_equals_the_plain_refinement_bit_for_bit(monkeypatch, beta):
+    """renyi.refine_enclosure (an owner with no split in a round leaves the arrays with its sums, final from then on)
+    gives the sums and counts of the refinement as first written, and every bounds call the same subintervals, on
+    real moment enclosures (orders 0.5 … 13, shifts 10^{-4} … 4, tolerances 10^{-13} … 10^{-7}: owners settle at
+    different rounds; one shift 0, whose owner has no subinterval) and on K enclosures (orders 2 … 9)."""
+    from opacus_gg.accountants import renyi as ry
+    fast_refine = ry.refine_enclosure
+    seen = {"fast": [], "plain": []}
+
+    def recording(kind, refine):
+        def run(xl, xr, owner, n, epsrel, bounds):
+            def spy(l, r, o):
+                seen[kind].append((l.copy(), r.copy(), o.copy()))
+                return bounds(l, r, o)
+            out = refine(xl, xr, owner, n, epsrel, spy)
+            seen[kind].append(out)
+            return out
+        return run
+
+    js = np.repeat([0.5, 2.0, 3.0, 7.0, 13.0], 7)
+    shifts = np.tile([0.0, 1e-4, 3e-3, 0.05, 0.4, 1.0, 4.0], 5)
+    eps = np.tile([1e-7, 1e-13, 1e-12, 1e-9, 1e-7, 1e-8, 1e-7], 5)
+    with np.errstate(all="ignore"):
+        for kind, refine in (("fast", fast_refine), ("plain", _refine_enclosure_oracle)):
+            monkeypatch.setattr(ry, "refine_enclosure", recording(kind, refine))
+            ry.clear_moment_cache()
+            br._k_cache.clear()
+            ry.log_moments_upper(js, shifts, beta, eps)
+            br.quadratic_coefficients(np.repeat(np.arange(2, 10), 3), np.tile([1e-4, 0.01, 0.1], 8), beta)
+    ry.clear_moment_cache()
+    br._k_cache.clear()
+    assert len(seen["fast"]) == len(seen["plain"]) > 6
+    for x, y in zip(seen["fast"], seen["plain"]):
+        assert len(x) == len(y) and all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+
+
+def test_k_subintervals_equal_the_per_shift_edges():
+    """ball_rdp._k_subintervals (every shift's edges in one array operation) gives the K enclosures' first
+    subintervals as first written: per shift, 0, 3^{-L} … 3^{-1}, 1, the powers 2^k below X, then X."""
+    rng = np.random.default_rng(5)
+    X = np.concatenate([[1.0, 2.0, 4.0, 1.5, 2.0 ** 40], 10 ** rng.uniform(0.0, 3.0, 200)])
+    grade = np.concatenate([[0.0], 3.0 ** -np.arange(br._K_GRADE_LEVELS, 0, -1.0), [1.0]])
+    XL, XR, own = [], [], []
+    for i in range(X.size):
+        body = 2.0 ** np.arange(1, max(1, math.ceil(math.log2(X[i]))) + 1, dtype=np.float64)
+        edges = np.concatenate([grade, body[body < X[i]], [X[i]]])
+        XL.append(edges[:-1])
+        XR.append(edges[1:])
+        own.append(np.full(len(edges) - 1, i))
+    xl, xr, owner = br._k_subintervals(X)
+    assert _same_floats(xl, np.concatenate(XL)) and _same_floats(xr, np.concatenate(XR))
+    assert np.array_equal(owner, np.concatenate(own))

@@ -129,3 +129,28 @@ def test_no_cap_rounds_a_huge_moment_down():
     assert ball_rdp.log_moment_upper(256, 2.0, 8.0) == math.inf
     assert ball_rdp.quadratic_coefficient(256, 0.1, 10.0) == math.inf
     assert renyi.log_moment(3, 0.05, 50.0) > 0  # β = 50: finite, in log space (was a math domain error)
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 3.0])
+@pytest.mark.parametrize("j, a", [(2, 1e-4), (9, 0.01), (40, 0.1)])
+def test_quadratic_coefficient_first_subinterval_target_is_below_its_integral(beta, j, a):
+    """Lemma 4c (issue 33, item 12): on the first subinterval [0, 3^{-10}], where only the monotone bound applies, the
+    refinement target (r − l)·A(l)B(r) is at most the integral of A·B (30-digit quadrature) and that at most the
+    bound (r − l)·A(r)B(l); K is within 10⁻⁸ of its 30-digit value."""
+    r = 3.0 ** -ball_rdp._K_GRADE_LEVELS
+    x_h = ball_rdp._k_peak(np.array([j * a]), np.array([a]), beta)[0]
+    # _k_bounds integrates A·B·Z·e^{−ref}: ref = 0 here, so the integrand is (x + a)^{2β−2}·φ·e^{−x^β/β}
+    upper, lower = ball_rdp._k_bounds(np.array([0.0]), np.array([r]), np.array([[a], [0.0], [x_h], [float(j)]]), beta)
+
+    def integrand(x):
+        w = (x + a) ** (beta - 1)
+        phi = j * j * mpmath.exp(j * a * w) - j * mpmath.exp(-a * w)
+        return (x + a) ** (2 * beta - 2) * phi * mpmath.exp(-x ** beta / beta)
+
+    ball_rdp.clear_caches()
+    K = ball_rdp.quadratic_coefficient(j, a, beta)
+    with mpmath.workdps(30):
+        exact = mpmath.quad(integrand, [0, r])
+        exact_k = _mp_quadratic_coefficient(j, a, beta)
+        assert 0 < mpmath.mpf(lower[0]) <= exact <= mpmath.mpf(upper[0])
+        assert exact_k <= mpmath.mpf(K) <= exact_k * (1 + mpmath.mpf("1e-8"))

@@ -214,6 +214,7 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
     1500 subintervals, at most 40 rounds), its subintervals whose gap exceeds a quarter of its share are halved,
     and so are those whose bound is +∞ (a crude bound that overflowed on a wide subinterval). Any cover gives a
     valid sum: the splitting only tightens it."""
+    out_tot, out_cnt = np.zeros(n), np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         upper, lower = bounds(xl, xr, owner)
         for _ in range(_MAX_ROUNDS):
@@ -222,17 +223,28 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             cnt = np.bincount(owner, minlength=n)
             loose = ((gap > epsrel * tot) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
             split = loose[owner] & (((upper - lower) > 0.25 * (epsrel * tot)[owner] / cnt[owner]) | (upper == np.inf))
+            # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
+            # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
+            # removal keeps), and its subintervals leave the arrays
+            busy = np.zeros(n, dtype=bool)
+            busy[owner[split]] = True
+            done = ~busy & (cnt > 0)
+            out_tot[done], out_cnt[done] = tot[done], cnt[done]
             if not split.any():
-                break
+                return out_tot, out_cnt
+            active = busy[owner]
             mid = 0.5 * (xl[split] + xr[split])
             nl, nr = np.concatenate([xl[split], mid]), np.concatenate([mid, xr[split]])
             no = np.concatenate([owner[split], owner[split]])
             nu, nlo = bounds(nl, nr, no)
-            keep = ~split
+            keep = active & ~split
             xl, xr = np.concatenate([xl[keep], nl]), np.concatenate([xr[keep], nr])
             owner = np.concatenate([owner[keep], no])
             upper, lower = np.concatenate([upper[keep], nu]), np.concatenate([lower[keep], nlo])
-        return np.bincount(owner, upper, minlength=n), np.bincount(owner, minlength=n)
+        # _MAX_ROUNDS rounds: the owners split in the last one sum their subintervals as they are now
+        out_tot[busy] = np.bincount(owner, upper, minlength=n)[busy]
+        out_cnt[busy] = np.bincount(owner, minlength=n)[busy]
+        return out_tot, out_cnt
 
 
 def gauss_legendre_nodes(xl: np.ndarray, xr: np.ndarray):
@@ -256,16 +268,17 @@ def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
 
 
 def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarray, ok: np.ndarray,
-                          crude: np.ndarray):
+                          crude: np.ndarray, crude_lower=0.0):
     r"""(upper, lower) on ∫ f over each subinterval from f's values at the nodes of :func:`gauss_legendre_nodes`
     (each already rounded up) and log_sup ≥ log sup_{E_ρ} |f| (f analytic inside E_ρ where ``ok``):
     |∫ f − hw·Σ w_k f(x_k)| ≤ (64/15)·ρ^{−32}/(ρ² − 1)·sup_{E_ρ}|f|·hw (Trefethen, ATAP Thm 19.3); upper is the
     smaller of that and ``crude`` (a bound of the caller's, the only one where not ``ok``), lower ≥ 0 only a
-    refinement target."""
+    refinement target: GL minus its error bound where ``ok``, else ``crude_lower`` (the caller's lower end of the
+    integral there, 0 by default)."""
     gl = hw * (values @ _GL_W)
     err = _GL_C * np.exp(log_sup) * hw
     ok = ok & np.isfinite(err)
-    return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), 0.0)
+    return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), crude_lower)
 
 
 def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
