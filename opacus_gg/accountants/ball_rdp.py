@@ -736,24 +736,27 @@ def ball_log_moment(j: int, noise_multiplier: float, beta: float, dim: int, clip
     return _ball_log_moments_of([int(j)], noise_multiplier, beta, dim, clip_norm_p, batched=False)[0]
 
 
-def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
-                         batched: bool = True) -> list:
+def _ball_log_moments_of(js: Sequence[float], noise_multiplier: float, beta: float, dim: int, clip_norm_p: float,
+                         batched: bool = True, cache: Optional[dict] = None, k_order: Optional[int] = None) -> list:
     r"""[:func:`ball_log_moment` (j, …) for j in ``js``]: the orders not cached run their refinements
     (:func:`_ball_log_moment_rounds`) side by side; each round's quadratures of every order go in one batch, and so do
     the chord bounds of every order's dual (its :class:`_Chords` requests, stage by stage: answered while any order
     asks for them, the quadratures once every order waits for its own) (``batched``; False: one batch of quadratures
     per order and each chord request alone, the plain path the tests compare with). Every order's grid and bound
     are those it gets alone: its refinement reads only its own values, and a batch gives each shift the value it
-    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`, :func:`_chords_batched`)."""
-    keys = {j: (int(j), noise_multiplier, beta, dim, clip_norm_p) for j in js}
+    gets alone (:func:`_log_moment_uppers_by_order`, :func:`quadratic_coefficients`, :func:`_chords_batched`).
+    ``cache`` (default the integer orders' ``_ball_cache``) and ``k_order``: the order whose quadratic bound K each
+    order's dual reads (default its own; the real orders in (1, 2] of :mod:`.low_orders` read K_2 ≥ K_α)."""
+    cache = _ball_cache if cache is None else cache
+    keys = {j: (j, noise_multiplier, beta, dim, clip_norm_p) for j in js}
     runs = {j: _ball_log_moment_rounds(j, noise_multiplier, beta, dim, clip_norm_p) for j in keys
-            if keys[j] not in _ball_cache}
+            if keys[j] not in cache}
     asks = {}
     for j, run in list(runs.items()):
         try:
             asks[j] = next(run)
         except StopIteration as done:
-            _ball_cache[keys[j]] = done.value
+            cache[keys[j]] = done.value
     while asks:
         chords = [j for j, a in asks.items() if isinstance(a, _Chords)]
         if chords:
@@ -764,15 +767,19 @@ def _ball_log_moments_of(js: Sequence[int], noise_multiplier: float, beta: float
             answers = {}
             for group in groups:
                 G = _log_moment_uppers_by_order(group, beta)
-                K = _quadratic_bounds_by_order(group, beta)
+                if k_order is None:
+                    K = _quadratic_bounds_by_order(group, beta)
+                else:  # one K_{k_order} batch; a shift asked by two orders gets the same float either way
+                    K_of = _quadratic_bounds_by_order({k_order: np.concatenate([group[j] for j in group])}, beta)
+                    K = dict(zip(group, np.split(K_of[k_order], np.cumsum([len(group[j]) for j in group])[:-1])))
                 answers.update({j: (G[j], K[j]) for j in group})
         for j in list(answers):
             try:
                 asks[j] = runs[j].send(answers[j])
             except StopIteration as done:
-                _ball_cache[keys[j]] = done.value
+                cache[keys[j]] = done.value
                 del asks[j]
-    return [_ball_cache[keys[j]] for j in js]
+    return [cache[keys[j]] for j in js]
 
 
 def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float) -> Dict[int, np.ndarray]:

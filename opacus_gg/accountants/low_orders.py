@@ -23,8 +23,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .ball_rdp import (_Chords, _ball_log_moment_rounds, _best_order, _chord_sup_at, _conversion_epsilons,
-                       _log_moment_uppers_by_order, _quadratic_bounds_by_order, rdp_deltas)
+from .ball_rdp import (_ball_log_moments_of, _best_order, _conversion_epsilons, _log_moment_uppers_by_order,
+                       rdp_deltas)
 from .checks import AccountingError
 from .history import Segment, normalize_history
 
@@ -43,25 +43,10 @@ def ball_log_moment_real(alpha: float, noise_multiplier: float, beta: float, dim
     order 2: K_α(a) ≤ K_2(a) (each term of Lemma 4b's bracket grows with j ≥ 1), so L_α(a) ≤ K_2(a)·a²."""
     if not 1.0 < alpha <= 2.0:
         raise ValueError(f"ball_log_moment_real: the order must be in (1, 2], got {alpha!r}")
-    key = (float(alpha), float(noise_multiplier), float(beta), int(dim), float(clip_norm_p))
-    if key in _cache:
-        return _cache[key]
-    run = _ball_log_moment_rounds(float(alpha), noise_multiplier, beta, dim, clip_norm_p)
-    try:
-        ask = next(run)
-        while True:
-            if isinstance(ask, _Chords):  # the dual's chord bounds (no order in them)
-                ask = run.send(_chord_sup_at(*ask))
-                continue
-            shifts = np.asarray(ask, dtype=np.float64)
-            G = _log_moment_uppers_by_order({float(alpha): shifts}, beta)[float(alpha)]
-            K = _quadratic_bounds_by_order({2: shifts}, beta)[2]
-            ask = run.send((G, K))
-    except StopIteration as done:
-        bound = float(done.value)
+    bound = float(_ball_log_moments_of([float(alpha)], float(noise_multiplier), float(beta), int(dim),
+                                       float(clip_norm_p), batched=False, cache=_cache, k_order=2)[0])
     if math.isnan(bound) or bound < 0.0:
         raise AccountingError(f"ball log-moment at order {alpha}: not a number >= 0 ({bound!r})")
-    _cache[key] = bound
     return bound
 
 
