@@ -3,7 +3,7 @@ r"""The ceiling of a PRV-level Base (issue 35 items 1 and 3): diagnostics, NOT b
 The ball table (docs/accounting.md, Lemmas T1–T4) bounds its Base (every coordinate ≤ a_0, p-mass ≤ R) by
 min(U, V, G), G = H_α(N(κ_β·a_0^{1−p/2}·√R)) (Lemma N, β ≤ 2 only). Against many small coordinates the truth tends
 to the Gaussian limit N(√(I_β)·‖μ‖_2), I_β = E|X|^{2β−2} = β^{(2β−2)/β}Γ(2 − 1/β)/Γ(1/β) the GG's Fisher
-information (:func:`opacus_gg.accountants.fisher.fisher_information`). Two measurements:
+information (:func:`opacus_gg.accountants.fisher.fisher_information`). Subcommands:
 
 ``ceiling`` — the table with the Base's Gaussian rate κ_β replaced by √(I_β)·(1 + η) at any β (also β > 2; the
 rate is patched into this process only, :func:`ideal_base`; the library has no such option). η = 0 is the
@@ -17,11 +17,14 @@ coordinate shifted by a) against its Gaussian limit I_β a² z(z−1)/2 at z = c
 |r|/(I_β a²|z(z−1)|/2) (r = log φ − limit) and the decay |φ(c + iy; a)|/φ(c; a), by scipy quadrature of
 φ − 1 = ∫ f·expm1(zℓ_a) (double precision, quad's error estimate printed; the log taken in mpmath from φ − 1).
 ``contour`` — what that remainder implies for H_α of a Base of p-mass R (p = 2) made of coordinates ≤ a_0, by the
-contour formula H_α = (1/2π)∫ M(c + iy) α^{1−c−iy} dy/(z(z−1)): |H_α − H_α^G| ≤ (1/2π)∫ |M_G| α^{1−c}|e^{E} − 1|/|z(z−1)|
-dy over |y| ≤ Y (|E| ≤ R·ρ(z), ρ(z) = the largest |r(z; a)|/a² sampled over a ≤ a_0) plus the tail |y| > Y bounded
-with the sampled decay, as the implied η (the relative shift inflation of the Gaussian that covers the error).
+contour formula H_α = (1/2π)∫ M(c + iy) α^{1−c−iy} dy/(z(z−1)): |H_α − H_α^G| ≤ (1/2π)∫ |M − M_G| α^{1−c}/|z(z−1)| dy,
+|M − M_G| ≤ min(|M_G|(e^{Rρ} − 1), e^{Rλ} + |M_G|) (ρ, λ: the largest |r(z; a)|/a² and Re log φ(z; a)/a² sampled over
+a ≤ a_0; :func:`contour_eta`), as the implied η (the relative shift inflation of the Gaussian that covers the error).
 Everything sampled on grids: not a bound, a size estimate for a proof plan.
 
+``floor`` — the PRV ε of the envelope of the Gaussian limit, the one coordinate and one coordinate a beside the
+limit of the rest: every dominating one-step pair is above it, so no table goes below it (the route's floor).
+``shapes`` — the η that k equal coordinates of size a need against N(√I_β·a√k) (the remainder in η's units).
 ``fisher`` — I_β in closed form against quadrature of E[(d/dx log f)²].
 
 Run one job at a time with ``OMP_NUM_THREADS=1`` (tables cost minutes); the commands that produced the numbers
@@ -73,6 +76,10 @@ SPECS: Dict[str, TableSpec] = {
     "a03": TableSpec(a0=0.3, ratio_low=1.01, ratio_high=1.01, mass_split=4),
     # a_0 = 0.5m: the cells above it at 1.01, split 4
     "a05": TableSpec(a0=0.5, ratio_low=1.01, ratio_high=1.01, mass_split=4),
+    # a_0 = 0.5m, the cells at 1.005, split 16
+    "a05-fine": TableSpec(a0=0.5, ratio_low=1.005, ratio_high=1.005, mass_split=16),
+    # a_0 = 0.7m: the cells above it at 1.005, split 8
+    "a07": TableSpec(a0=0.7, ratio_low=1.005, ratio_high=1.005, mass_split=8),
 }
 
 QUICKSTART = (0.01, 1000, 2410)
@@ -172,6 +179,33 @@ def ceiling_rows(beta: float, p: float, sigma: float, specs: Sequence[str], etas
                     sys.stdout.flush()
 
 
+def envelope_floor(beta: float, sigma: float, shifts: Sequence[float], settings: Sequence[Tuple[float, int, int]],
+                   delta: float, h: float = 0.005) -> None:
+    r"""The PRV ε of the envelope of the Gaussian limit N(√I_β·m), the one coordinate GG(m) and, for each a in
+    ``shifts`` (units of m), one coordinate a beside the limit of the rest, GG(a) ⊗ N(√I_β·√(m² − a²)) (each a limit of
+    shapes in the ball as d → ∞, p = 2), composed by the accountant (:class:`.history.PairSegment` takes the envelope
+    of explicit pairs). Any one-step pair that dominates every shape in every dimension dominates these (by
+    continuity for the limits), so no table, with any Base and any cells, goes below this: the floor of the table
+    route (up to the discretization of the products on a loss grid of step h·m, which rounds up; NOT a bound)."""
+    m = 1.0 / sigma
+    si = math.sqrt(fisher_information(beta))
+    # ±10m, or at β > 2 the one coordinate's tail as ABOVE_TWO_SPEC's grid (its loss grows like m·x^{β−1})
+    half = ABOVE_TWO_SPEC.half_width_at(m, beta) if beta > 2.0 else 10.0 * m
+    t = np.arange(-int(math.ceil(half / (h * m))), int(math.ceil(half / (h * m))) + 1) * h * m
+    pairs = [("limit", GGPair(si * m, 2.0)), ("one", GGPair(m, beta))]
+    for a in shifts:
+        one = ball_prv.envelope_pair([GGPair(a * m, beta)], t)[0]
+        rest = ball_prv.envelope_pair([GGPair(si * m * math.sqrt(1.0 - a * a), 2.0)], t)[0]
+        pairs.append((f"a={a:g}", one.compose(rest)))
+    print(f"beta {beta:g}, sigma {sigma:g}: envelope of the limit, the one coordinate and a + limit for a/m in {list(shifts)}")
+    for q, steps, _ in settings:
+        row = [f"q {q:g}, T {steps:g}: envelope {fmt_up(_eps(tuple(pairs), q, steps, delta))}"]
+        for lab, pr in pairs[2:]:
+            row.append(f"{lab} alone {fmt_up(_eps(((lab, pr),), q, steps, delta))}")
+        print("; ".join(row))
+        sys.stdout.flush()
+
+
 # --- the remainder: complex log-moments of one coordinate ------------------------------------------------------
 
 def _log_norm(beta: float) -> float:
@@ -228,9 +262,10 @@ def remainder_table(betas: Sequence[float], cs: Sequence[float], ys: Sequence[fl
                     m: float) -> Dict:
     """Print and return max over y of the relative deviation and the decay at each (β, c, a) (a in units of m)."""
     out = {}
-    print("| beta | c | a/m | max_|y|<=Y |r|/(I a^2 |z(z-1)|/2) | at y | rel. dev at y=0 | |phi(c+iY)|/phi(c) |"
+    print("relative deviation |r|/(I a^2 |z(z-1)|/2), r = log phi(z; a) - I a^2 z(z-1)/2, z = c + iy")
+    print("| beta | c | a/m | at y = 0 | max over |z| <= 5 | max over |y| <= Y | at y | |phi(c+iY)|/phi(c) |"
           " I a^2 Y^2/2 | max quad err/|limit| |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for beta in betas:
         fi = fisher_information(beta)
         for c in cs:
@@ -250,8 +285,9 @@ def remainder_table(betas: Sequence[float], cs: Sequence[float], ys: Sequence[fl
                     if y == max(ys):
                         dec = math.exp(lp.real - phi_c) if phi_c is not None else None
                 k = int(np.argmax(dev))
-                out[(beta, c, s)] = (max(dev), ys[k], dev[0], dec)
-                print(f"| {beta:g} | {c:g} | {s:g} | {max(dev):.3e} | {ys[k]:g} | {dev[0]:.3e} |"
+                near = max(d for d, y in zip(dev, ys) if abs(complex(c, y)) <= 5.0)
+                out[(beta, c, s)] = (max(dev), ys[k], dev[0], dec, near)
+                print(f"| {beta:g} | {c:g} | {s:g} | {dev[0]:.3e} | {near:.3e} | {max(dev):.3e} | {ys[k]:g} |"
                       f" {dec:.4g} | {fi * a * a * max(ys) ** 2 / 2:.4g} | {qerr:.1e} |")
                 sys.stdout.flush()
     return out
@@ -378,7 +414,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     c.add_argument("--beta", type=float, default=2.5)
     c.add_argument("--p", type=float, default=2.0)
     c.add_argument("--sigma", type=float, default=1.0)
-    c.add_argument("--spec", nargs="+", default=["above"], choices=sorted(SPECS))
+    c.add_argument("--spec", nargs="+", default=["above-a03"], choices=sorted(SPECS),
+                   help="cell specs (default above-a03: 1.8k states, ~10 s)")
     c.add_argument("--eta", type=float, nargs="+", default=[0.0])
     c.add_argument("--at", type=_at, nargs="+", default=[QUICKSTART], metavar="Q,T,D")
     c.add_argument("--delta", type=float, default=1e-5)
@@ -387,6 +424,12 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="absolute error added to the Base's Gaussian curves at every alpha (beta != 2)")
     c.add_argument("--min-cells", type=float, default=0.0,
                    help="the ideal Gaussian only in Base states of p-mass >= this times a_0^p (default 0: all)")
+    fl = sub.add_parser("floor", help="the envelope of the limit and one-coordinate-plus-limit shapes (the table route's floor)")
+    fl.add_argument("--beta", type=float, default=1.5)
+    fl.add_argument("--sigma", type=float, default=1.0)
+    fl.add_argument("--a", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9])
+    fl.add_argument("--at", type=_at, nargs="+", default=[QUICKSTART], metavar="Q,T,D")
+    fl.add_argument("--delta", type=float, default=1e-5)
     r = sub.add_parser("remainder", help="per-coordinate complex log-moment against its Gaussian limit")
     r.add_argument("--beta", type=float, nargs="+", default=[1.5])
     r.add_argument("--c", type=float, nargs="+", default=[2.0])
@@ -412,6 +455,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.cmd == "ceiling":
         ceiling_rows(args.beta, args.p, args.sigma, args.spec, args.eta, args.at, args.delta, args.spread_k,
                      args.abs_err, args.min_cells)
+    elif args.cmd == "floor":
+        envelope_floor(args.beta, args.sigma, args.a, args.at, args.delta)
     elif args.cmd == "remainder":
         ys = list(np.linspace(0.0, args.y_max, args.n_y))
         remainder_table(args.beta, args.c, ys, args.a, 1.0 / args.sigma)
