@@ -78,6 +78,12 @@ SPECS: Dict[str, TableSpec] = {
     "a05": TableSpec(a0=0.5, ratio_low=1.01, ratio_high=1.01, mass_split=4),
     # a_0 = 0.5m, the cells at 1.005, split 16
     "a05-fine": TableSpec(a0=0.5, ratio_low=1.005, ratio_high=1.005, mass_split=16),
+    # a_0 = 0.5m, the cells at 1.005, split 64
+    "a05-finer": TableSpec(a0=0.5, ratio_low=1.005, ratio_high=1.005, mass_split=64),
+    # a_0 = 0.5m, the cells at 1.005, split 256
+    "a05-finest": TableSpec(a0=0.5, ratio_low=1.005, ratio_high=1.005, mass_split=256),
+    # a_0 = 0.3m, the cells at 1.005, split 16
+    "a03-fine": TableSpec(a0=0.3, ratio_low=1.005, ratio_high=1.005, mass_split=16),
     # a_0 = 0.7m: the cells above it at 1.005, split 8
     "a07": TableSpec(a0=0.7, ratio_low=1.005, ratio_high=1.005, mass_split=8),
 }

@@ -75,6 +75,7 @@ def test_ideal_base_absolute_error_raises_the_base_only():
         raised = ball_prv.build_table(1.0, 3.0, 2.0, _TINY)
     alpha = np.exp(np.linspace(0.0, 3.0, 13))
     assert np.all(raised.top.h_pq(alpha) >= ideal.top.h_pq(alpha))
+    assert np.any(raised.top.h_pq(alpha) > ideal.top.h_pq(alpha) + 1e-4)
     with pytest.raises(ValueError):
         with bc.ideal_base(2.0, 0.0, abs_err=1e-3):
             pass
