@@ -60,14 +60,15 @@ from opacus_gg.formatting import fmt_up
 
 #: cell specs of the measurements (relative to m; the Base's Gaussian is replaced in all of them)
 SPECS: Dict[str, TableSpec] = {
-    # ABOVE_TWO_SPEC's cells (a_0 = 0.1m, 1.05 up to 0.7m, 1.005 above, split 2, h 0.01, tail grid, V in the Base)
-    "above": ABOVE_TWO_SPEC,
+    # ABOVE_TWO_SPEC's cells until 2026-11-29 (a_0 = 0.1m, 1.05 up to 0.7m, 1.005 above, split 2, h 0.01, tail
+    # grid, V in the Base)
+    "above": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.05, ratio_high=1.005, mass_split=2),
     # the same, low ratio 1.02 (about twice the states)
-    "above-fine": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.02),
-    # finer everywhere: low ratio 1.02, top ratio 1.002 from 0.7m, p-mass step a_0^p/4
-    "above-top": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.02, ratio_high=1.002, mass_split=4),
-    # the same with the Base cell a_0 = 0.3m (fewer cells; the Base then carries more)
-    "above-a03": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.3, mass_split=4),
+    "above-fine": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.02, ratio_high=1.005, mass_split=2),
+    # finer everywhere: low ratio 1.02, top ratio 1.002 from 0.7m, p-mass step a_0^p/4 (ABOVE_TWO_SPEC since then)
+    "above-top": ABOVE_TWO_SPEC,
+    # "above" with the Base cell a_0 = 0.3m (fewer cells; the Base then carries more)
+    "above-a03": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.3, ratio_low=1.05, ratio_high=1.005, mass_split=4),
     # NEAR_TWO_SPEC's cells at β ≤ 2 (a_0 = 0.1m, 1.02 below 0.3m, 1.01 above, split 8, h 0.005)
     "near": NEAR_TWO_SPEC,
     # coarse cells for β ≤ 2: a_0 = 0.1m, 1.05 below 0.3m, 1.01 above, split 2, h 0.005

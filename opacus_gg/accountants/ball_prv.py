@@ -145,12 +145,13 @@ FINE_MASS_FROM_P = 1.6
 #: benchmarks/ball_table_results.md)
 NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
 #: the default spec for FINE_MASS_FROM_P < p ≤ 2 at β > 2: the one-coordinate shapes are the worst there after
-#: subsampling and composition, so the top cells are fine (ratio 1.005 above 0.7m) and the rest coarse; the loss
-#: grid reaches the one coordinate's tail (``tail``: its loss grows like m·x^{β−1}, ±10m leaves 4.6·10⁻⁵ per step
-#: beyond the grid at β = 3, σ = 1), and the Base adds the mean–variance bound (Lemma T3; no Gaussian above β = 2).
-#: Measured (β = 3, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5): 11.0856 against the one coordinate's 10.6134
-#: (the Chernoff Base alone 11.1502, ratio_high 1.02 from 0.3m 11.3514); benchmarks/ball_table_results.md
-ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.05, ratio_high=1.005, high_from=0.7, h=0.01, mass_split=2,
+#: subsampling and composition, so the top cells are finest (ratio 1.002 above 0.7m, 1.02 below); the p-mass step
+#: a_0^p/4; the loss grid reaches the one coordinate's tail (``tail``: its loss grows like m·x^{β−1}, ±10m leaves
+#: 4.6·10⁻⁵ per step beyond the grid at β = 3, σ = 1), and the Base adds the mean–variance bound (Lemma T3; no
+#: Gaussian above β = 2). Measured (β = 3 / 2.5, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5; docs/accounting.md "A
+#: PRV-level Base: the ceiling, measured"): 10.9113 / 4.8987 against the one coordinate's 10.6134 / 4.5461, 57.8k
+#: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713)
+ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.02, ratio_high=1.002, high_from=0.7, h=0.01, mass_split=4,
                            tail=1e-13, mean_variance=True)
 
 
