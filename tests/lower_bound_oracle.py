@@ -186,6 +186,28 @@ def epsilon_lower_from_pmf(pmf: Pmf, delta: float, h: float) -> float:
     return lo
 
 
+def direction_pmfs(history: Sequence[Tuple], shift: Sequence[float], tail: float, bins: int = 1500,
+                   h: Optional[float] = None) -> List[Tuple[Pmf, float]]:
+    r"""[(PMF, h)] of the composed rounded-down loss of a history ``[(σ, q, steps, β), ...]`` with one fixed shift v,
+    one per direction (remove, add): each bounds that direction's δ(ε) from below at every ε (items 1-4). The grid h
+    defaults to (width of the widest one-step loss PMF)/``bins``, found by a coarse pass; every step uses it."""
+    out = []
+    for direction in ("remove", "add"):
+        hh = h
+        if hh is None:
+            widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
+            hh = max(max(widths) / bins, 1e-5)
+        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
+        out.append((compose(steps, tail), hh))
+    return out
+
+
+def epsilon_tail(history: Sequence[Tuple], delta: float, shift: Sequence[float]) -> float:
+    """The trim of :func:`epsilon_lower`: all trims together drop < 1e-6·δ of δ(ε)."""
+    n_steps = sum(int(t) for _, _, t, _ in history)
+    return 1e-6 * delta / (2 * n_steps * (len(shift) + 2))
+
+
 def epsilon_lower(history: Sequence[Tuple], delta: float, shift: Sequence[float] = (1.0,), h: Optional[float] = None,
                   bins: int = 1500) -> float:
     r"""Lower bound on the add/remove ε(δ) of a history ``[(σ, q, steps, β), ...]`` with one fixed shift v.
@@ -193,17 +215,8 @@ def epsilon_lower(history: Sequence[Tuple], delta: float, shift: Sequence[float]
     Max over the two directions. The grid h defaults to (width of the widest one-step loss PMF)/``bins``: the
     bound is then within about ``steps · (len(v) + 1) · h`` of the true ε of this shift.
     """
-    n_steps = sum(int(t) for _, _, t, _ in history)
-    tail = 1e-6 * delta / (2 * n_steps * (len(shift) + 2))  # all trims together drop < 1e-6·δ of δ(ε)
-    best = 0.0
-    for direction in ("remove", "add"):
-        hh = h
-        if hh is None:  # a coarse pass fixes the widths, then every step uses the same grid
-            widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
-            hh = max(max(widths) / bins, 1e-5)
-        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
-        best = max(best, epsilon_lower_from_pmf(compose(steps, tail), delta, hh))
-    return best
+    pmfs = direction_pmfs(history, shift, epsilon_tail(history, delta, shift), bins, h)
+    return max([0.0] + [epsilon_lower_from_pmf(pmf, delta, hh) for pmf, hh in pmfs])
 
 
 def tpr_lower_from_pmf(pmf: Pmf, fpr: Sequence[float], h: float) -> np.ndarray:
@@ -231,10 +244,5 @@ def tpr_lower(history: Sequence[Tuple], fpr: Sequence[float], shift: Sequence[fl
     r"""Lower bound on the largest membership-inference TPR at each FPR of a history ``[(σ, q, steps, β), ...]`` with
     one fixed shift v: the larger over the two directions of :func:`tpr_lower_from_pmf` (each direction's PMF is one
     ordering of the neighbouring pair; dropped tails only lower δ')."""
-    best = np.zeros(len(fpr))
-    for direction in ("remove", "add"):
-        widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
-        hh = max(max(widths) / bins, 1e-5)
-        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
-        best = np.maximum(best, tpr_lower_from_pmf(compose(steps, tail), fpr, hh))
-    return best
+    pmfs = direction_pmfs(history, shift, tail, bins)
+    return np.max([np.zeros(len(fpr))] + [tpr_lower_from_pmf(pmf, fpr, hh) for pmf, hh in pmfs], axis=0)
