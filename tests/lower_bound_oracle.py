@@ -260,11 +260,18 @@ def tpr_lower_from_pmf(pmf: Pmf, fpr: Sequence[float], h: float) -> np.ndarray:
     k0, m = pmf
     n = len(m)
     loss = (k0 + np.arange(n)) * h
+    a = np.asarray(fpr, dtype=np.float64)
+    if np.any(a < 1e-300):
+        raise ValueError("tpr_lower_from_pmf: FPRs below 1e-300")
     d1 = np.concatenate((np.cumsum(m[::-1])[::-1], [0.0]))
     d2 = np.concatenate((np.cumsum((m * np.exp(-loss))[::-1])[::-1], [0.0]))
-    e = np.exp(loss)
+    e = np.exp(np.minimum(loss, 700.0))
     base = d1[1:] - e * d2[1:] - 4.0 * (n + 8) * U * d1[1:]
-    vals = np.min(e[None, :] * np.asarray(fpr, dtype=np.float64)[:, None] + base[None, :], axis=1)
+    cand = e[None, :] * a[:, None] + base[None, :]
+    # at a loss l_j > 700, D2_{j+1} ≤ e^{−700}·D1 and the candidate D1 + e^{l_j}(α − D2) > e^{700}(α − e^{−700}) > 1 ≥
+    # D1_0 for α ≥ 1e-300: never the minimum, left out (e^{l_j} would overflow)
+    cand[:, loss > 700.0] = np.inf
+    vals = np.min(cand, axis=1)
     return _shrink(np.minimum(vals, d1[0]), n + 8)
 
 
