@@ -222,8 +222,15 @@ def direction_pmfs(history: Sequence[Tuple], shift: Sequence[float], tail: float
 
 def _width(beta: float, sigma: float, q: float, shift: Sequence[float], direction: str, tail: float,
            bins: int) -> float:
-    """Width of one step's loss PMF, on a grid of 0.01, or 10× coarser at a time where that is too fine."""
-    h = 0.01
+    """Width of one step's loss PMF, on a grid of 0.01, or of 1/20000 of the summed widths of the coordinates' loss
+    ranges where that is coarser (their convolution on a grid of 0.01 would take hours), or 10× coarser at a time
+    where that is still too fine."""
+    upper = direction == "add"
+    span = 0.0
+    for v in {abs(float(t)) for t in shift if t != 0}:
+        ell, masses = _coordinate_loss(v, sigma, beta, upper)
+        span += sum(1 for t in shift if abs(float(t)) == v) * max(_span(ell, m, tail) for m in masses)
+    h = max(0.01, span / 20000.0)
     while True:
         try:
             return len(step_pmf(beta, sigma, q, shift, direction, h, tail, bins)[1]) * h
