@@ -71,7 +71,12 @@ def draw_setting(rng: np.random.Generator) -> dict:
     d = int(rng.choice([1, 2, 3, 5, 16, 100]))
     sigma = float(math.exp(rng.uniform(math.log(0.3), math.log(20.0))))
     u = rng.random()
-    q = 1.0 if u < 0.3 else float(rng.uniform(1e-3, 1.0)) if u < 0.65 else float(math.exp(rng.uniform(math.log(1e-3), 0.0)))
+    if u < 0.3:
+        q = 1.0
+    elif u < 0.65:
+        q = float(rng.uniform(1e-3, 1.0))
+    else:
+        q = float(math.exp(rng.uniform(math.log(1e-3), 0.0)))
     steps = int(rng.integers(1, 51))
     delta = float(math.exp(rng.uniform(math.log(1e-12), math.log(0.1))))
     return dict(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=d, clip_norm_p=p)
