@@ -20,13 +20,17 @@ Why the result is a lower bound (each step below keeps "≤ the true δ(ε)"):
    ℓ_i ∈ [ℓ_i(x_j), ℓ_i(x_{j+1})] (limits at ±∞: ±v_i/s for β = 1, ±∞ for β > 1). For remove we use the lower end
    rounded down to the grid hℤ (−∞: dropped), for add the upper end rounded up (+∞ gives L = −∞: dropped). Under
    μ_c the coordinates are independent, so the law of Σ_i ℓ_i^± is the convolution over i; under P (remove) it is
-   the mixture (1 − q)·law_0 + q·law_v. Then L' = ⌊±g(ℓ^∓)⌋_h ≤ L, g being increasing.
+   the mixture (1 − q)·law_0 + q·law_v. Then L' = ⌊±g(ℓ^∓)⌋_h ≤ L, g being increasing (g(ℓ) = ℓ + log q +
+   log1p((1 − q)/q·e^{−ℓ}) above ℓ = 700, where e^ℓ overflows). A law whose whole mass is dropped is one empty cell.
 4. Round-off. Floors/ceils are taken with a margin of 1e-12 relative to the largest term computed; interval masses
    come from scipy's gammaincc (assumed accurate to 1e-12 relative: checked against mpmath in the tests), each one
    lowered by 1e-12 × the tail values it is a difference of; every sum of non-negative terms (bincount, convolve,
    the δ sum) of n terms has relative error ≤ n·u, u = 2^-53, and is multiplied by (1 − 4 n u) afterwards.
 5. ε. If δ'(ε₀) > δ for the lower bound δ' then the true δ(ε₀) > δ, so the true ε(δ) > ε₀. The answer is the
    largest ε₀ found by bisection with δ'(ε₀) > δ checked; both directions are computed and the max returned.
+
+Grid. h is (width of the widest one-step loss PMF)/bins; that width is read on a grid of 0.01, or 10× coarser at a
+time where that grid would need more than MAX_CELLS cells (one-step losses of 10⁴ and more: β = 11, σ = 0.3).
 
 Tightness: each step loses at most (number of coordinates + 1) grid cells plus the spread of ℓ over one x-interval.
 """
@@ -43,6 +47,11 @@ U = 2.0 ** -53
 MARGIN = 1e-12  # relative margin of floors/ceils and of the masses (item 4)
 N_X = 100_000  # x-intervals per coordinate
 Pmf = Tuple[int, np.ndarray]  # (k0, m): mass m[j] at loss (k0 + j)·h
+MAX_CELLS = 4_000_000  # a PMF wider than this is refused (GridTooFine): the coarse pass then takes a wider h
+
+
+class GridTooFine(ValueError):
+    """A grid PMF would need more than MAX_CELLS cells (losses of 10⁴ and more on a grid of 0.01)."""
 
 
 def _shrink(m: np.ndarray, n_terms: int) -> np.ndarray:
@@ -87,9 +96,13 @@ def _coordinate_loss(v: float, s: float, beta: float, upper: bool) -> Tuple[np.n
 def _to_grid(values: np.ndarray, mass: np.ndarray, h: float, up: bool) -> Pmf:
     """PMF of ⌊values⌋_h (⌈·⌉_h if ``up``); non-finite values are dropped (item 3)."""
     keep = np.isfinite(values) & (mass > 0)
+    if not keep.any():  # every value dropped: no mass left (a lower bound still)
+        return 0, np.zeros(1)
     k = np.ceil(values[keep] / h) if up else np.floor(values[keep] / h)
     k = k.astype(np.int64)
     k0 = int(k.min())
+    if int(k.max()) - k0 > MAX_CELLS:
+        raise GridTooFine(f"{int(k.max()) - k0} cells of width {h:g}")
     return k0, _shrink(np.bincount(k - k0, weights=mass[keep]), len(k))
 
 
@@ -100,7 +113,10 @@ def _conv(a: Pmf, b: Pmf, tail: float) -> Pmf:
 
 
 def _trim(k0: int, m: np.ndarray, tail: float) -> Pmf:
+    """Both ends of mass ≤ tail dropped (one empty cell where the whole mass is ≤ tail)."""
     c = np.cumsum(m)
+    if c[-1] <= tail:
+        return k0, np.zeros(1)
     lo = int(np.searchsorted(c, tail, side="right"))
     r = np.cumsum(m[::-1])
     hi = len(m) - int(np.searchsorted(r, tail, side="right"))
@@ -149,8 +165,11 @@ def step_pmf(beta: float, sigma: float, q: float, shift: Sequence[float], direct
     if q == 1:  # L = ℓ (remove) or −ℓ (add), exactly
         return _trim(-(k0 + len(m) - 1), m[::-1].copy(), tail) if upper else _trim(k0, m, tail)
     ell = (k0 + np.arange(len(m))) * h_ell
-    with np.errstate(over="ignore"):
-        g = np.log1p(q * np.expm1(ell))
+    # g(ℓ) = log1p(q·expm1(ℓ)), and ℓ + log q + log1p((1 − q)/q·e^{−ℓ}) where expm1 would overflow (the same
+    # value, a few ulps of |ℓ| + |log q| ≤ the margin below; that mass was dropped before, a weaker bound)
+    big = ell > 700.0
+    g = np.log1p(q * np.expm1(np.minimum(ell, 700.0)))
+    g[big] = ell[big] + math.log(q) + np.log1p((1.0 - q) / q * np.exp(-ell[big]))
     loss = (-g if upper else g) - MARGIN * (1.0 + np.abs(ell))
     return _trim(*_to_grid(loss, m, h, up=False), tail)
 
@@ -186,6 +205,45 @@ def epsilon_lower_from_pmf(pmf: Pmf, delta: float, h: float) -> float:
     return lo
 
 
+def direction_pmfs(history: Sequence[Tuple], shift: Sequence[float], tail: float, bins: int = 1500,
+                   h: Optional[float] = None) -> List[Tuple[Pmf, float]]:
+    r"""[(PMF, h)] of the composed rounded-down loss of a history ``[(σ, q, steps, β), ...]`` with one fixed shift v,
+    one per direction (remove, add): each bounds that direction's δ(ε) from below at every ε (items 1-4). The grid h
+    defaults to (width of the widest one-step loss PMF)/``bins``, found by a coarse pass; every step uses it."""
+    out = []
+    for direction in ("remove", "add"):
+        hh = h
+        if hh is None:
+            hh = max(max(_width(b, s, q, shift, direction, tail, bins) for s, q, _, b in history) / bins, 1e-5)
+        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
+        out.append((compose(steps, tail), hh))
+    return out
+
+
+def _width(beta: float, sigma: float, q: float, shift: Sequence[float], direction: str, tail: float,
+           bins: int) -> float:
+    """Width of one step's loss PMF, on a grid of 0.01, or of 1/20000 of the summed widths of the coordinates' loss
+    ranges where that is coarser (their convolution on a grid of 0.01 would take hours), or 10× coarser at a time
+    where that is still too fine."""
+    upper = direction == "add"
+    span = 0.0
+    for v in {abs(float(t)) for t in shift if t != 0}:
+        ell, masses = _coordinate_loss(v, sigma, beta, upper)
+        span += sum(1 for t in shift if abs(float(t)) == v) * max(_span(ell, m, tail) for m in masses)
+    h = max(0.01, span / 20000.0)
+    while True:
+        try:
+            return len(step_pmf(beta, sigma, q, shift, direction, h, tail, bins)[1]) * h
+        except GridTooFine:
+            h *= 10.0
+
+
+def epsilon_tail(history: Sequence[Tuple], delta: float, shift: Sequence[float]) -> float:
+    """The trim of :func:`epsilon_lower`: all trims together drop < 1e-6·δ of δ(ε)."""
+    n_steps = sum(int(t) for _, _, t, _ in history)
+    return 1e-6 * delta / (2 * n_steps * (len(shift) + 2))
+
+
 def epsilon_lower(history: Sequence[Tuple], delta: float, shift: Sequence[float] = (1.0,), h: Optional[float] = None,
                   bins: int = 1500) -> float:
     r"""Lower bound on the add/remove ε(δ) of a history ``[(σ, q, steps, β), ...]`` with one fixed shift v.
@@ -193,17 +251,8 @@ def epsilon_lower(history: Sequence[Tuple], delta: float, shift: Sequence[float]
     Max over the two directions. The grid h defaults to (width of the widest one-step loss PMF)/``bins``: the
     bound is then within about ``steps · (len(v) + 1) · h`` of the true ε of this shift.
     """
-    n_steps = sum(int(t) for _, _, t, _ in history)
-    tail = 1e-6 * delta / (2 * n_steps * (len(shift) + 2))  # all trims together drop < 1e-6·δ of δ(ε)
-    best = 0.0
-    for direction in ("remove", "add"):
-        hh = h
-        if hh is None:  # a coarse pass fixes the widths, then every step uses the same grid
-            widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
-            hh = max(max(widths) / bins, 1e-5)
-        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
-        best = max(best, epsilon_lower_from_pmf(compose(steps, tail), delta, hh))
-    return best
+    pmfs = direction_pmfs(history, shift, epsilon_tail(history, delta, shift), bins, h)
+    return max([0.0] + [epsilon_lower_from_pmf(pmf, delta, hh) for pmf, hh in pmfs])
 
 
 def tpr_lower_from_pmf(pmf: Pmf, fpr: Sequence[float], h: float) -> np.ndarray:
@@ -218,11 +267,18 @@ def tpr_lower_from_pmf(pmf: Pmf, fpr: Sequence[float], h: float) -> np.ndarray:
     k0, m = pmf
     n = len(m)
     loss = (k0 + np.arange(n)) * h
+    a = np.asarray(fpr, dtype=np.float64)
+    if np.any(a < 1e-300):
+        raise ValueError("tpr_lower_from_pmf: FPRs below 1e-300")
     d1 = np.concatenate((np.cumsum(m[::-1])[::-1], [0.0]))
     d2 = np.concatenate((np.cumsum((m * np.exp(-loss))[::-1])[::-1], [0.0]))
-    e = np.exp(loss)
+    e = np.exp(np.minimum(loss, 700.0))
     base = d1[1:] - e * d2[1:] - 4.0 * (n + 8) * U * d1[1:]
-    vals = np.min(e[None, :] * np.asarray(fpr, dtype=np.float64)[:, None] + base[None, :], axis=1)
+    cand = e[None, :] * a[:, None] + base[None, :]
+    # at a loss l_j > 700, D2_{j+1} ≤ e^{−700}·D1 and the candidate D1 + e^{l_j}(α − D2) > e^{700}(α − e^{−700}) > 1 ≥
+    # D1_0 for α ≥ 1e-300: never the minimum, left out (e^{l_j} would overflow)
+    cand[:, loss > 700.0] = np.inf
+    vals = np.min(cand, axis=1)
     return _shrink(np.minimum(vals, d1[0]), n + 8)
 
 
@@ -231,10 +287,5 @@ def tpr_lower(history: Sequence[Tuple], fpr: Sequence[float], shift: Sequence[fl
     r"""Lower bound on the largest membership-inference TPR at each FPR of a history ``[(σ, q, steps, β), ...]`` with
     one fixed shift v: the larger over the two directions of :func:`tpr_lower_from_pmf` (each direction's PMF is one
     ordering of the neighbouring pair; dropped tails only lower δ')."""
-    best = np.zeros(len(fpr))
-    for direction in ("remove", "add"):
-        widths = [len(step_pmf(b, s, q, shift, direction, 0.01, tail, bins)[1]) * 0.01 for s, q, _, b in history]
-        hh = max(max(widths) / bins, 1e-5)
-        steps = [p for s, q, t, b in history for p in [step_pmf(b, s, q, shift, direction, hh, tail, bins)] * int(t)]
-        best = np.maximum(best, tpr_lower_from_pmf(compose(steps, tail), fpr, hh))
-    return best
+    pmfs = direction_pmfs(history, shift, tail, bins)
+    return np.max([np.zeros(len(fpr))] + [tpr_lower_from_pmf(pmf, fpr, hh) for pmf, hh in pmfs], axis=0)
