@@ -234,3 +234,18 @@ def test_an_unused_quadratic_bound_is_infinite_not_nan_and_the_ball_is_monotone_
     assert eps[100, 2.0] < 1.01 * eps[1, 2.0]  # β = 50: one coordinate is the worst shape, the bound sees it
     history = [(10.0, SETTING["sample_rate"], SETTING["steps"], 50.0)]
     assert epsilon_lower(history, SETTING["delta"], shift=(1.0,)) <= eps[1, 2.0]
+
+
+def test_a_large_norm_order_gives_a_number_without_numpy_warnings(cli):
+    """p = 100, β = 3, σ = 0.5, d = 2 (found by tests/test_soundness_sweep.py): U = A^p spans hundreds of decades, the
+    dual's steepest candidate λ overflowed λm^p ('overflow encountered in multiply/divide' printed by the CLI), and
+    with K = +∞ read as NaN the orders below 2 raised AccountingError. Now: a finite proven ε, no RuntimeWarning, at
+    least the oracle's rigorous lower bound for one coordinate at the full norm, and the CLI prints no warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        rep = compute_epsilon(noise_multiplier=0.5, beta=3.0, dim=2, clip_norm_p=100.0, **SETTING)
+    assert rep.method == "rdp" and math.isfinite(rep.epsilon)
+    assert epsilon_lower([(0.5, SETTING["sample_rate"], SETTING["steps"], 3.0)], SETTING["delta"]) <= rep.epsilon
+    code, out, err = cli(["epsilon", "--beta", "3", "--clip-norm-p", "100", "--dim", "2", "--noise-multiplier", "0.5",
+                          "--sample-rate", "0.01", "--steps", "100", "--delta", "1e-5"])
+    assert code == 0 and out.startswith("epsilon = ") and "warning" not in err, err

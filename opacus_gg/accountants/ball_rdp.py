@@ -64,6 +64,7 @@ _QUADRATIC_MAX_SHIFT = 0.1  # the quadratic bound (Lemma 4b) is only evaluated f
 _REL_TOL = 3e-3  # stop refining when the grid slack is below this fraction of the bound
 _FP_SLACK = 1e-12  # relative slack added to every floating-point sum that must round up
 _EPS = 2.0 ** -52
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 #: Newton steps for the chord bound's stationary point (:func:`_chord_sup_at`, p ≠ 2): on random intervals (ratios up
 #: to 10⁴, p ∈ {1.05, 1.2, 1.5, 1.8, 2.5, 3}) 6 steps give the 24-step bisection's bound within 2e-10 relative or
 #: below it (5: 5e-6); lattice intervals (ratio ≤ 2^{1/2}) and [0, A_1] (Φ nearly linear) need fewer
@@ -343,7 +344,8 @@ def _upper_hull_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         hull.append((px, py))
     hx = np.array([h[0] for h in hull])
     hy = np.array([h[1] for h in hull])
-    return np.diff(hy) / np.diff(hx) if len(hull) > 1 else np.zeros(0)
+    with np.errstate(over="ignore"):  # a slope beyond float range (U = A^p underflows at large p) is +∞: the dual's
+        return np.diff(hy) / np.diff(hx) if len(hull) > 1 else np.zeros(0)  # candidates drop it (finite ones only)
 
 
 def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -511,10 +513,11 @@ def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s
     U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
     step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
     power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
-    if rounded:
+    if rounded:  # the bound read: a sum that is not a number is no bound, +∞
         with np.errstate(over="ignore", invalid="ignore"):
             step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
             power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+        step = np.where(np.isnan(step), np.inf, step)
         power = np.where(np.isnan(power), np.inf, power)
     return np.minimum(step, power)
 
@@ -687,6 +690,9 @@ def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp:
     """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
+    # a λ with λm^p beyond float range has F(λ) ≥ λm^p = ∞: never the least (λ = 0 always stays); U_i ≤ m^p, so no
+    # λU_i of the rows kept overflows either (large p: U = A^p spans hundreds of decades)
+    cand = cand[cand <= _FLOAT_MAX / (mp * (1.0 + 0.03))]
     best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
