@@ -57,8 +57,8 @@ _GL_C = 64.0 / 15.0 * _RHO ** (-2 * _GL_N) / (_RHO ** 2 - 1.0)
 _A_RHO = 0.5 * (_RHO + 1.0 / _RHO)  # the ellipse's semi-axes, in half-widths
 _B_RHO = 0.5 * (_RHO - 1.0 / _RHO)
 _GRADE = 3.0  # subintervals [δ, 3δ] towards a branch point: the ellipse stays clear of it (needs ratio < 3.7)
-_GRADE_LEVELS = 16  # 3^{-20} ≈ 3e-10 of a piece is left to the crude bound h·sup f next to 0 and a (then refined)
-_LEVELS = _GRADE ** -np.arange(_GRADE_LEVELS, 0, -1.0)  # 3^{-20} … 3^{-1}, ascending
+_GRADE_LEVELS = 16  # 3^{-16} ≈ 2.3e-8 of a piece is left to the crude bound h·sup f next to 0 and a (then refined)
+_LEVELS = _GRADE ** -np.arange(_GRADE_LEVELS, 0, -1.0)  # 3^{-16} … 3^{-1}, ascending
 #: initial subdivision of a piece [p, q] (as fractions of q − p), graded towards p and/or q when they are 0 or a
 _FRACTIONS = {(lo, hi): np.concatenate([[0.0], _LEVELS if lo else [], [0.5], (1.0 - _LEVELS[::-1]) if hi else [], [1.0]])
               for lo in (False, True) for hi in (False, True)}
