@@ -179,16 +179,16 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
         log_sup = (2.0 * beta - 2.0) * np.log(D) + np.minimum(log_phi1 + re_g, log_phi2) - ref
         # safety margin of the sup's own round-off: 1e-10 relative to its size (the error term is ~1e-15 × it)
         log_sup = log_sup + 1e-10 * (np.abs(log_sup) + np.abs(ref)) + 1e-10
-        la_r, lb_r = _k_log_parts(xr, a, j, beta)
-        la_l, lb_l = _k_log_parts(xl, a, j, beta)
+        la_r, lb_r, lxa_r, w_r = _k_log_terms(xr, a, j, beta)
+        la_l, lb_l, lxa_l, _ = _k_log_terms(xl, a, j, beta)
         h = (xr - xl) * (1.0 + 2.0 * _EPS)
         crude_log = la_r + lb_l - ref
         crude = h * np.exp(crude_log + 8.0 * _EPS * (np.abs(la_r) + np.abs(lb_l) + np.abs(ref) + 2.0 * beta
-                                                     * np.abs(np.log(xr + a)) + j * a * (xr + a) ** (beta - 1.0)))
+                                                     * np.abs(lxa_r) + j * a * w_r))
         # the refinement target where the monotone bound is the value: (xr − xl)·A(xl)B(xr) ≤ the integral
         crude_lower = (xr - xl) * (1.0 - 2.0 * _EPS) * np.exp(
             la_l + lb_r - ref - 8.0 * _EPS * (np.abs(la_l) + np.abs(lb_r) + np.abs(ref) + 2.0 * beta
-                                              * np.abs(np.log(xl + a)) + j * a * (xr + a) ** (beta - 1.0)))
+                                              * np.abs(lxa_l) + j * a * w_r))
     return renyi.gauss_legendre_bounds(hw, values, log_sup, pos, crude, crude_lower)
 
 
@@ -773,11 +773,7 @@ def _ball_log_moments_of(js: Sequence[float], noise_multiplier: float, beta: flo
             answers = {}
             for group in groups:
                 G = _log_moment_uppers_by_order(group, beta)
-                if k_order is None:
-                    K = _quadratic_bounds_by_order(group, beta)
-                else:  # one K_{k_order} batch; a shift asked by two orders gets the same float either way
-                    K_of = _quadratic_bounds_by_order({k_order: np.concatenate([group[j] for j in group])}, beta)
-                    K = dict(zip(group, np.split(K_of[k_order], np.cumsum([len(group[j]) for j in group])[:-1])))
+                K = _quadratic_bounds_by_order(group, beta, k_order)
                 answers.update({j: (G[j], K[j]) for j in group})
         for j in list(answers):
             try:
@@ -788,14 +784,17 @@ def _ball_log_moments_of(js: Sequence[float], noise_multiplier: float, beta: flo
     return [cache[keys[j]] for j in js]
 
 
-def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float) -> Dict[int, np.ndarray]:
+def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float,
+                               k_order: Optional[int] = None) -> Dict[int, np.ndarray]:
     """{j: K(a) of :func:`quadratic_coefficients` where a ≤ _QUADRATIC_MAX_SHIFT, +∞ elsewhere (there the quadratic
-    bound does not help: K(0) = 0)} for {j: shifts a}, every order in one batch."""
+    bound does not help: K(0) = 0)} for {j: shifts a}, every order in one batch; K at order ``k_order`` for every j
+    where given (the real orders of :mod:`.low_orders` read K_2 ≥ K_α)."""
     small = {j: a <= _QUADRATIC_MAX_SHIFT for j, a in requests.items()}
     shifts = [requests[j][small[j]] for j in requests]
     if not shifts:
         return {}
-    orders = np.concatenate([np.full(a.size, float(j)) for j, a in zip(requests, shifts)])
+    orders = np.concatenate([np.full(a.size, float(j if k_order is None else k_order))
+                             for j, a in zip(requests, shifts)])
     vals = np.split(quadratic_coefficients(orders, np.concatenate(shifts), beta),
                     np.cumsum([a.size for a in shifts])[:-1])
     out = {}
