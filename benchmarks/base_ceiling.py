@@ -363,7 +363,8 @@ def contour_eta(beta: float, a0: float, masses: Sequence[float], ts: Sequence[fl
 def shape_eta(beta: float, shifts: Sequence[float], ks: Sequence[int], n_t: int = 60) -> None:
     r"""The η that k equal coordinates of size a need: the smallest η with H_α(N(√I(1+η)·a√k)) ≥ H_α(shape) at every
     sampled α = e^t ≥ 1 (the pairs are symmetric, so α < 1 needs the same), t on [0, t_max] where the Gaussian's
-    H ≥ 10⁻¹² (also the maximum over the t where that H ≥ 10⁻⁶: the bulk, without the deep tail). k = 1: the exact :class:`.gg_pair.GGPair` (to nearest); k > 1: the spread's dominating discrete pair
+    H ≥ 10⁻¹² (also the maximum over the t where that H ≥ 10⁻⁶: the bulk, without the deep tail). k = 1: the exact
+    :class:`.gg_pair.GGPair` (to nearest); k > 1: the spread's dominating discrete pair
     (:func:`.spreads.exact_spread_pair`, slightly above the shape: the η printed is then slightly too large). A
     sampled maximum: NOT a bound. This is the remainder in the units of the ceiling's η, for a Base state whose
     2-mass R = k·a² is held by k coordinates."""

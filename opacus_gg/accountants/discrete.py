@@ -27,7 +27,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 from scipy import fft as sp_fft
 
-from .checks import UNIT_ROUNDOFF, AccountingError, LossBeyondGrid, check_finite, check_pmf, fft_convolution_error, mass_budget
+from .checks import (UNIT_ROUNDOFF, AccountingError, LossBeyondGrid, check_finite, check_pmf, fft_convolution_error,
+                     mass_budget)
 from .gg_pair import GGPair, _safe_log
 
 __all__ = ["DiscretePair", "split_to_grid", "PowerChain", "power_pair", "compose_aligned", "shape_pair", "tie_mismatch",
