@@ -150,9 +150,9 @@ def _staircase(beta: float, c: float, a0: float, lam: float, delta: float) -> fl
 
 def _monotone_minorants(beta: float, c: float, a0: float, lam: float, n: int = 4000) -> Tuple[Tuple[float, float], ...]:
     r"""(H, TV) of Lemma D5 for each (u_0, cap M): the density of ℓ_a/a is ≥ h_+(u) = f(r)e^{−Λ_c a_0²}/((β − 1)
-    r^{β−2}), r = u^{1/(β−1)} + a_0, on u ≥ u_0 ∨ a_0^{β−1}, and ≥ h_−(u) = f(r)e^{−c a_0(r + a_0)^{β−1} − Λ_c a_0²}/((β −
-    1)(r + a_0)^{β−2}), r = |u|^{1/(β−1)}, on u ≤ −(u_0 ∨ a_0^{β−1}/β); both decrease in |u|. h = min(M, h_±) on those
-    sets: TV(h) = 2 min(M, h_+(u_0)) + 2 min(M, h_−(−u_0)); H = a lower Riemann sum of its mass."""
+    r^{β−2}), r = u^{1/(β−1)} + a_0, on u ≥ u_0 ∨ a_0^{β−1}, and ≥ h_−(u) = f(r)e^{−c a_0(r + a_0)^{β−1} − Λ_c a_0²}/
+    ((β − 1)(r + a_0)^{β−2}), r = |u|^{1/(β−1)}, on u ≤ −(u_0 ∨ a_0^{β−1}/β); both decrease in |u|. h = min(M, h_±) on
+    those sets: TV(h) = 2 min(M, h_+(u_0)) + 2 min(M, h_−(−u_0)); H = a lower Riemann sum of its mass."""
     lz, b1 = _log_z(beta), beta - 1.0
     u_max = (2.0 * (40.0 * beta) ** (1.0 / beta) + 1.0) ** b1
     out = []
@@ -173,7 +173,8 @@ def _monotone_minorants(beta: float, c: float, a0: float, lam: float, n: int = 4
 def _spike_constants(beta: float, c: float, a0: float) -> Tuple[Tuple[float, float], ...]:
     r"""(P, K) of Lemma D6 for each spike half-width b: with ĝ(x) = f(x)e^{c a_0 x^{β−1}} (≥ g for x > 0),
     P = ∫_{−b}^{a_0+b} f(x)e^{c a_0 (x_+)^{β−1}} dx ≥ P_c(−b < X < a_0 + b),
-    K = ĝ(a_0 + b)/((β − 1)b^{β−2}) + ∫_{a_0+b}^∞ ĝ(x)[x^{β−1}/((β − 1)(x − a_0)^{β−2}) + (β − 2)/((β − 1)(x − a_0)^{β−1})]dx
+    K = ĝ(a_0 + b)/((β − 1)b^{β−2})
+      + ∫_{a_0+b}^∞ ĝ(x)[x^{β−1}/((β − 1)(x − a_0)^{β−2}) + (β − 2)/((β − 1)(x − a_0)^{β−1})]dx
       + f(b)/((β − 1)b^{β−2}) + ∫_b^∞ f(t)[t/(β − 1) + (β − 2)/((β − 1)t^{β−1})]dt + 2c·a_0."""
     lz, b1 = _log_z(beta), beta - 1.0
     big = 3.0 * (60.0 * beta) ** (1.0 / beta) + 1.0
@@ -300,27 +301,30 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 
 def psi_sampled(c: float, a: float, beta: float, ys: Sequence[float]) -> np.ndarray:
     r"""ψ_{c,a}(y) = ∫ g e^{iyℓ_a} dx / ∫ g dx, g = f·e^{cℓ_a}, by composite 20-point Gauss–Legendre on (−B, 0),
-    (0, a), (a, B) with panels of ≤ 0.7 rad of phase (B: the tilted log-density 45 below its peak): a sample, NOT a
-    bound (agrees with :func:`base_ceiling.phi_minus_one` to ~10⁻¹¹, tests/test_contour_decay.py)."""
+    (0, a), (a, B) with panels of ≤ 0.7 rad of phase (ℓ_a increases, so a piece turns by y_max·(ℓ_a(hi) − ℓ_a(lo)))
+    and B where the tilted log-density is 45 below its value at 0: a sample, NOT a bound (against
+    :func:`base_ceiling.phi_minus_one` in tests/test_contour_decay.py)."""
     ys = np.atleast_1d(np.asarray(ys, dtype=float))
     B = 1.0
     while B ** beta / beta - c * a * (B + a) ** (beta - 1.0) < 45.0:
         B *= 1.05
     y_max = max(float(np.abs(ys).max()), 1.0)
     xs, ws = [], []
+    def ell(x):
+        return (np.abs(x) ** beta - np.abs(x - a) ** beta) / beta
+
     for lo, hi in ((-B, 0.0), (0.0, a), (a, B)):
-        phase = y_max * a * (abs(lo) + abs(hi) + a) ** (beta - 1.0) * (hi - lo)
-        n = int(phase / 0.7) + 8
+        n = int(y_max * (ell(hi) - ell(lo)) / 0.7) + 8  # ℓ increases: the phase turns by y·(ℓ(hi) − ℓ(lo))
         e = np.linspace(lo, hi, n + 1)
         h, mid = (e[1:] - e[:-1]) / 2.0, (e[1:] + e[:-1]) / 2.0
         xs.append((mid[:, None] + h[:, None] * _GL_X[None, :]).ravel())
         ws.append((h[:, None] * _GL_W[None, :]).ravel())
     x, wt = np.concatenate(xs), np.concatenate(ws)
-    ell = (np.abs(x) ** beta - np.abs(x - a) ** beta) / beta
-    g = wt * np.exp(-np.abs(x) ** beta / beta + c * ell - _log_z(beta))
+    loss = ell(x)
+    g = wt * np.exp(-np.abs(x) ** beta / beta + c * loss - _log_z(beta))
     out = np.empty(ys.size, dtype=complex)
     for i in range(0, ys.size, 64):
-        out[i:i + 64] = np.exp(1j * np.outer(ys[i:i + 64], ell)) @ g
+        out[i:i + 64] = np.exp(1j * np.outer(ys[i:i + 64], loss)) @ g
     return out / g.sum()
 
 
@@ -366,7 +370,8 @@ def tail_rows(betas: Sequence[float], cs: Sequence[float], a0: float, masses: Se
                   f" {fisher_information(beta):.4f}), t {k.t:.3f}, w_T {k.w_taylor:.3f},"
                   f" best H_0 {max(s[1] for s in k.stairs):.3f}; kappa(Y) for Y = "
                   + ", ".join(f"{y:g}: {kappa_lower(k, y):.1f}" for y in Ys))
-        print("| beta | R | t | H_alpha (limit) | " + " | ".join(f"tail Y={y:g}" for y in Ys) + f" | least Y (<= {rel:g} H) | c |")
+        print("| beta | R | t | H_alpha (limit) | " + " | ".join(f"tail Y={y:g}" for y in Ys)
+              + f" | least Y (<= {rel:g} H) | c |")
         print("|---|---|---|---|" + "---|" * len(Ys) + "---|---|")
         for R in masses:
             for t in ts:
