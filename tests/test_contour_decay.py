@@ -1,0 +1,190 @@
+"""benchmarks/contour_decay.py (C4 of the contour Base, issue 35 item 1): each lemma's inequality against
+quadrature that shares no code with the bound (docs/accounting.md, "C4: a decay bound for the contour Base")."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, mod)  # dataclasses look the module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cd = _load("contour_decay")
+bc = _load("base_ceiling")
+
+A0 = 0.1
+#: (a, y) points of the per-lemma checks: small, middle and large w = a·y, coordinates at and below the cap
+POINTS = [(a, y) for a in (0.1, 0.05, 0.0125) for y in (2.0, 8.0, 30.0, 120.0, 400.0)]
+
+
+
+@pytest.fixture(scope="module", params=[(2.5, 1.2), (3.0, 4.0), (3.0, 2.0)], ids=lambda p: f"beta{p[0]}-c{p[1]}")
+def consts(request):
+    beta, c = request.param
+    return cd.decay_constants(beta, c, A0)
+
+
+def _tilted(beta, c, a, moments=True):
+    """φ(c; a) and, with ``moments``, E_{P_c}ℓ, Var, E|ℓ − m|³, Eℓ² under the tilted law, by scipy quad split at the
+    kinks (independent of both the bounds and :func:`contour_decay.psi_sampled`)."""
+    lz = cd._log_z(beta)
+
+    def ell(x):
+        return (abs(x) ** beta - abs(x - a) ** beta) / beta
+
+    def g(x):
+        return math.exp(-abs(x) ** beta / beta - lz + c * ell(x))
+
+    pieces = ((-12.0, 0.0), (0.0, a), (a, 12.0))
+
+    def q(fun):
+        return sum(integrate.quad(fun, lo, hi, epsabs=1e-14, epsrel=1e-12, limit=200)[0] for lo, hi in pieces)
+
+    phi = q(g)
+    if not moments:
+        return phi
+    m = q(lambda x: g(x) * ell(x)) / phi
+    var = q(lambda x: g(x) * (ell(x) - m) ** 2) / phi
+    third = q(lambda x: g(x) * abs(ell(x) - m) ** 3) / phi
+    second = q(lambda x: g(x) * ell(x) ** 2) / phi
+    return phi, m, var, third, second
+
+
+def test_sampled_characteristic_function_is_base_ceilings_complex_moment():
+    # ψ·φ(c) (composite Gauss–Legendre) against base_ceiling.phi_minus_one (scipy quad of f·expm1(zℓ)): no shared code
+    for beta, c, a, y in ((2.5, 1.2, 0.1, 5.0), (3.0, 4.0, 0.05, 40.0), (3.0, 2.0, 0.01, 200.0)):
+        psi = cd.psi_sampled(c, a, beta, [0.0, y])
+        phi_c = 1.0 + bc.phi_minus_one(complex(c, 0.0), a, beta)[0].real
+        w, err = bc.phi_minus_one(complex(c, y), a, beta)
+        assert psi[0] == pytest.approx(1.0, abs=1e-13)
+        assert abs(psi[1] * phi_c - (1.0 + w)) <= 1e-9 + 10 * err
+
+
+def test_sinc_lemma_and_the_non_increasing_majorant():
+    v = np.concatenate([np.linspace(1e-4, 30.0, 300001), np.geomspace(30.0, 1e6, 20001)])
+    sinc = np.sin(v) / v
+    # Lemma D4's sinc lemma: 1 − sinc² v ≥ v²/(3 + v²) (at small v in the form sinc² ≤ 3/(3 + v²))
+    assert np.all(sinc ** 2 * (3.0 + v * v) <= 3.0 * (1.0 + 1e-12))
+    s = cd.sinc_majorant(v)
+    assert np.all(s >= np.abs(sinc))
+    assert np.all(np.diff(s) <= 0.0)
+    # SINC_LOBE is above the first side lobe's maximum (tan v = v at 4.4934…)
+    assert cd.SINC_LOBE >= np.abs(sinc[v >= math.pi]).max()
+
+
+def test_log_moment_rate_is_above_the_real_order_moments(consts):
+    k = consts
+    for a in (0.1, 0.06, 0.02):
+        phi = _tilted(k.beta, k.c, a, moments=False)
+        assert math.log(phi) <= k.lam * a * a
+    assert cd.log_moment_rate(1.5, 3.0, A0) == pytest.approx(0.5 * cd.log_moment_rate(2.0, 3.0, A0))
+
+
+def test_taylor_rates_bound_the_tilted_moments(consts):
+    # Lemma D3: Var ≥ v·a², E|ℓ − m|³ ≤ t·a³, E ℓ² ≤ T_2·a² (so y²Var/2 ≤ 1 for a|y| ≤ w_T), every a ≤ a_0
+    k = consts
+    assert 0.0 < k.v < cd.fisher_information(k.beta)
+    for a in (0.1, 0.07, 0.03, 0.005):
+        _, m, var, third, second = _tilted(k.beta, k.c, a)
+        assert var >= k.v * a * a
+        assert third <= k.t * a ** 3
+        assert second * k.w_taylor ** 2 / 2.0 <= a * a * (1.0 + 1e-12)
+        assert 0.0 <= m <= cd.log_moment_rate(k.c + 1.0, k.beta, A0) * a * a
+
+
+def test_every_minorant_and_spike_bound_is_above_the_sampled_modulus(consts):
+    # Lemmas D4–D6 one by one, each parameter choice, against |ψ| by quadrature (not only their minimum)
+    k = consts
+    for a, y in POINTS:
+        s = abs(cd.psi_sampled(k.c, a, k.beta, [y])[0])
+        w = a * y
+        for delta, h0 in k.stairs:
+            v = w * delta / 2.0
+            assert s <= 1.0 - h0 * (1.0 - float(cd.sinc_majorant(v))) + 1e-12
+            assert s * s <= 1.0 - h0 * h0 * v * v / (3.0 + v * v) + 1e-12
+        for mass, tv in k.monotone:
+            assert s <= 1.0 - mass + tv / w + 1e-12
+            assert s * s <= 1.0 - mass * mass + (tv / w) ** 2 + 1e-12
+        for p, kk in k.spikes:
+            assert s <= p + kk / w + 1e-12
+        if w <= k.w_taylor:
+            assert s <= 1.0 - w * w * (k.v / 2.0 - w * k.t / 6.0) + 1e-12
+
+
+def test_monotone_minorant_is_below_the_density_of_the_scaled_loss():
+    # Lemma D5's pointwise claim: the density a·g(x)/ℓ'(x) of ℓ_a/a at u = ℓ_a(x)/a is ≥ h_±(u) for a ≤ a_0
+    beta, c = 3.0, 4.0
+    lam = cd.log_moment_rate(c, beta, A0)
+    lz, b1 = cd._log_z(beta), beta - 1.0
+    for a in (0.1, 0.03, 0.002):
+        phi = _tilted(beta, c, a, moments=False)
+        for x in np.concatenate([np.linspace(-4.0, -0.01, 80), np.linspace(A0 + 0.01, 4.0, 80)]):
+            ell = (abs(x) ** beta - abs(x - a) ** beta) / beta
+            dell = np.sign(x) * abs(x) ** b1 - np.sign(x - a) * abs(x - a) ** b1
+            dens = a * math.exp(-abs(x) ** beta / beta - lz + c * ell) / phi / dell
+            u = ell / a
+            if u >= A0 ** b1:
+                r = u ** (1.0 / b1) + A0
+                h = math.exp(-r ** beta / beta - lz - lam * A0 * A0) / (b1 * r ** (beta - 2.0))
+                assert dens >= h
+            elif u <= -A0 ** b1 / beta:
+                r = abs(u) ** (1.0 / b1)
+                h = (math.exp(-r ** beta / beta - lz - c * A0 * (r + A0) ** b1 - lam * A0 * A0)
+                     / (b1 * (r + A0) ** (beta - 2.0)))
+                assert dens >= h
+
+
+def test_decay_bound_holds_for_shapes_in_the_base_set_and_kappa_below_the_sampled_infimum(consts):
+    # Lemma D1: |M_μ(c + iy)| ≤ exp(R'(Λ_c − κ(Y))) for |y| ≥ Y, shapes of the set (R' ≤ 16·a_0²)
+    k = consts
+    sizes = np.concatenate([A0 * np.geomspace(1 / 32, 1, 7), np.random.default_rng(35).uniform(0.0, A0, 5)])
+    for Y in (20.0, 80.0):
+        ys = np.array([Y, 1.7 * Y, 5.0 * Y])
+        # log|φ(c + iy; a)| per size, sampled once
+        logphi = {a: np.log(np.abs(cd.psi_sampled(k.c, a, k.beta, ys))) + math.log(_tilted(k.beta, k.c, a, False))
+                  for a in sizes}
+        kap = cd.kappa_lower(k, Y)
+        inf_sampled = min(float(np.min(-np.log(np.abs(cd.psi_sampled(k.c, a, k.beta, ys))) / (a * a)))
+                          for a in sizes[:7])
+        assert kap <= inf_sampled
+        shapes = [(sizes[6], 16), (sizes[4], 64), (sizes[0], 500)] + [(a, 3) for a in sizes[7:]]
+        for a, n in shapes:  # n equal coordinates (the per-unit-mass bound is attained by these)
+            assert np.all(n * logphi[a] <= n * a * a * (k.lam - kap))
+        mixed = sum(logphi[a] for a in sizes)  # one coordinate of each size
+        assert np.all(mixed <= float(np.sum(sizes ** 2)) * (k.lam - kap))
+
+
+def test_tail_bound_is_above_the_integrated_tail_of_the_worst_shape():
+    # 16 coordinates at a_0 (the adversary's shape at large |y|): the tail integral over [Y, 4Y] by quadrature of
+    # the sampled |M|, against the bound over [Y, ∞)
+    beta, c, t, Y = 3.0, 2.0, 0.5, 40.0
+    k = cd.decay_constants(beta, c, A0)
+    ys = np.linspace(Y, 4 * Y, 1201)
+    m = np.abs(cd.psi_sampled(c, A0, beta, ys)) ** 16 * _tilted(beta, c, A0, False) ** 16
+    integrand = m * math.exp((1 - c) * t) / np.abs((c + 1j * ys) * (c - 1 + 1j * ys))
+    sampled = integrate.trapezoid(integrand, ys) / math.pi
+    assert sampled <= cd.tail_bound(k, 16 * A0 * A0, t, Y)
+    assert cd.tail_bound(k, 16 * A0 * A0, t, Y) < 1e-5  # small: the docs' Y = 40 at R = 16·a_0²
+
+
+def test_decay_constants_refuse_settings_outside_the_lemmas():
+    with pytest.raises(ValueError):
+        cd.decay_constants(2.0, 2.0, A0)
+    with pytest.raises(ValueError):
+        cd.decay_constants(3.5, 2.0, A0)
+    with pytest.raises(ValueError):
+        cd.log_moment_rate(1.0, 3.0, A0)
