@@ -217,33 +217,38 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
     out_tot, out_cnt = np.zeros(n), np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         upper, lower = bounds(xl, xr, owner)
+        cnt = np.bincount(owner, minlength=n)
         for _ in range(_MAX_ROUNDS):
+            gap = upper - lower
             tot = np.bincount(owner, upper, minlength=n)
-            gap = np.bincount(owner, upper - lower, minlength=n)
-            cnt = np.bincount(owner, minlength=n)
-            loose = ((gap > epsrel * tot) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
-            split = loose[owner] & (((upper - lower) > 0.25 * (epsrel * tot)[owner] / cnt[owner]) | (upper == np.inf))
+            share = epsrel * tot
+            loose = ((np.bincount(owner, gap, minlength=n) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
+            # per owner, then read per subinterval: the same operations on the same operands
+            split = loose[owner] & ((gap > (0.25 * share / cnt)[owner]) | (upper == np.inf))
             # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
             # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
             # removal keeps), and its subintervals leave the arrays
-            busy = np.zeros(n, dtype=bool)
-            busy[owner[split]] = True
+            halved = owner[split]
+            n_split = np.bincount(halved, minlength=n)
+            busy = n_split > 0
             done = ~busy & (cnt > 0)
-            out_tot[done], out_cnt[done] = tot[done], cnt[done]
-            if not split.any():
+            np.copyto(out_tot, tot, where=done)
+            np.copyto(out_cnt, cnt, where=done)
+            if not halved.size:
                 return out_tot, out_cnt
-            active = busy[owner]
-            mid = 0.5 * (xl[split] + xr[split])
-            nl, nr = np.concatenate([xl[split], mid]), np.concatenate([mid, xr[split]])
-            no = np.concatenate([owner[split], owner[split]])
+            cnt = np.where(busy, cnt + n_split, 0)  # the next round's count: each split adds one subinterval
+            keep = busy[owner] & ~split
+            left, right = xl[split], xr[split]
+            mid = 0.5 * (left + right)
+            nl, nr = np.concatenate([left, mid]), np.concatenate([mid, right])
+            no = np.concatenate([halved, halved])
             nu, nlo = bounds(nl, nr, no)
-            keep = active & ~split
             xl, xr = np.concatenate([xl[keep], nl]), np.concatenate([xr[keep], nr])
             owner = np.concatenate([owner[keep], no])
             upper, lower = np.concatenate([upper[keep], nu]), np.concatenate([lower[keep], nlo])
         # _MAX_ROUNDS rounds: the owners split in the last one sum their subintervals as they are now
-        out_tot[busy] = np.bincount(owner, upper, minlength=n)[busy]
-        out_cnt[busy] = np.bincount(owner, minlength=n)[busy]
+        np.copyto(out_tot, np.bincount(owner, upper, minlength=n), where=busy)
+        np.copyto(out_cnt, cnt, where=busy)
         return out_tot, out_cnt
 
 
@@ -287,7 +292,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     a), lower = GL − error bound (only a refinement target)."""
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
-    n_a, n_0 = c_a[:, None], c_0[:, None]  # per node (rows: subintervals)
 
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
@@ -302,20 +306,42 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
     ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
     # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
-    # its own), in blocks of rows that stay in cache: elementwise, the same floats
+    # its own), in blocks of rows that stay in cache; each operation is one of exp(g − g* + err) as written in
+    # the comments (elementwise, the same floats: fl(−u − v) = −fl(u + v) and |fl(u·t)| = fl(|u|·t) for t ≥ 0,
+    # rounding being symmetric)
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
+    scale = 1.0 + 1.0 / beta
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
         xb = _gauss_legendre_points(c[b], hw[b])
-        t_a, t_0 = np.abs(xb - a[b, None]), np.abs(xb)
+        n_a, n_0 = c_a[b, None], c_0[b, None]
+        t_0 = np.abs(xb)
+        t_a = xb - a[b, None]
+        np.abs(t_a, out=t_a)
         pa, p0 = t_a ** beta, t_0 ** beta
-        gx = -(n_a[b] * pa + n_0[b] * p0) / beta
-        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
-        g1 = abs(n_a[b]) * t_a ** (beta - 1.0) + abs(n_0[b]) * t_0 ** (beta - 1.0)
-        err = 8 * _EPS * ((abs(n_a[b]) * pa + abs(n_0[b]) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star[b])[:, None]
-                          + np.abs(xb) * g1)
-        values[b] = np.exp(gx - g_star[b, None] + err)
+        pa *= n_a  # n_a·|x − a|^β
+        p0 *= n_0
+        w = pa + p0
+        w /= beta
+        w += g_star[b, None]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
+        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|):
+        # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
+        g1 = t_a ** (beta - 1.0)
+        g1 *= np.abs(n_a)
+        t_a = t_0 ** (beta - 1.0)
+        t_a *= np.abs(n_0)
+        g1 += t_a
+        g1 *= t_0
+        np.abs(pa, out=pa)
+        np.abs(p0, out=p0)
+        pa += p0
+        pa *= scale
+        pa += np.abs(g_star[b, None])
+        pa += g1
+        pa *= 8 * _EPS  # err
+        pa -= w  # g − g* + err
+        values[b] = np.exp(pa, out=pa)
     sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
