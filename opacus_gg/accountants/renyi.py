@@ -299,12 +299,13 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)  # the nodes: below, on the rows that read them
     h = (xr - xl) * (1.0 + 2 * _EPS)
 
-    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V] (the max only where read: β ≥ 3)
-        lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
-        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V) if beta >= 3.0 else None
-
-    (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
-    ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
+    # the ellipse avoids 0 and a (its box [ext_lo, ext_hi] × [−V, V] does: xl, xr finite, so no NaN): Gauss–Legendre
+    # there, the crude bound elsewhere; there the distances of the box from a and 0 (min; max where read: β ≥ 3)
+    ok = ((a < ext_lo) | (ext_hi < a)) & ((0.0 < ext_lo) | (ext_hi < 0.0))
+    ua, va, u0, v0 = np.abs(ext_lo - a), np.abs(ext_hi - a), np.abs(ext_lo), np.abs(ext_hi)
+    da_lo, d0_lo = np.minimum(ua, va), np.minimum(u0, v0)
+    if beta >= 3.0:
+        da_hi, d0_hi = np.hypot(np.maximum(ua, va), V), np.hypot(np.maximum(u0, v0), V)
     # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
     # its own), in blocks of rows that stay in cache; each operation is one of exp(g − g* + err) as written in
     # the comments (elementwise, the same floats: fl(−u − v) = −fl(u + v) and |fl(u·t)| = fl(|u|·t) for t ≥ 0,
@@ -342,7 +343,12 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         pa *= 8 * _EPS  # err
         pa -= w  # g − g* + err
         values[b] = np.exp(pa, out=pa)
-    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
+    # sup g on the ellipse's real extent and on the subinterval (g monotone on each piece: an end or the peak): g at
+    # the peak clipped to each, both in one array (np.clip's floats: no NaN)
+    x_c = np.empty((2, c.size))
+    np.minimum(np.maximum(x_star, ext_lo, out=x_c[0]), ext_hi, out=x_c[0])
+    np.minimum(np.maximum(x_star, xl, out=x_c[1]), xr, out=x_c[1])
+    sup_real, sup_sub = g(x_c, a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
     if beta >= 3.0:
@@ -350,7 +356,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     else:
         g3 = (beta - 1.0) * abs(beta - 2.0) * (abs(c_a) * da_lo ** (beta - 3.0) + abs(c_0) * d0_lo ** (beta - 3.0))
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
-    sup_sub = g(np.clip(x_star, xl, xr), a) + slack  # g monotone on each piece: endpoint or peak
     crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
     return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
