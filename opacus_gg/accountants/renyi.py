@@ -131,14 +131,14 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     eps_arr = np.broadcast_to(np.asarray(epsrel, dtype=np.float64), shifts.shape)
     j_arr = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
     log_z = _log_z(beta)
-    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (float(j_arr[i]), a, float(beta), float(eps_arr[i])))
-    todo = [i for i in todo if j_arr[i] != 1.0]  # M(1) = 1
+    sl, jl, el, bf = shifts.tolist(), j_arr.tolist(), eps_arr.tolist(), float(beta)  # Python floats, read per shift
+    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (jl[i], a, bf, el[i]))
+    todo = [i for i in todo if jl[i] != 1.0]  # M(1) = 1
     if not todo:
         return out
     pieces, setups = [], {}
     for i in todo:
-        a = float(shifts[i])
-        j = float(j_arr[i])
+        a, j = sl[i], jl[i]
         x_star = _peak(j, a, beta)
         g_star = -(j * abs(x_star - a) ** beta + (1.0 - j) * abs(x_star) ** beta) / beta if math.isfinite(x_star) \
             else math.inf
@@ -162,26 +162,27 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
     if not pieces:
         for i in todo:
-            _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+            _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
         return out
     xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
     params = np.zeros((5, n))
-    for i, (x_star, g_star, slack, _) in setups.items():
-        params[:, i] = (shifts[i], x_star, g_star, slack, j_arr[i])
+    params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
+                                        for i, (x_star, g_star, slack, _) in setups.items()]).T
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
                                 lambda l, r, o: _subinterval_bounds(l, r, params[:, o], beta))
+    tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
         # the per-shift sum over subintervals (np.bincount adds in sequence), plus the tails
-        total = (float(tot[i]) + tail) * (1.0 + 2.0 * (int(cnt[i]) + _GL_N + 4) * _EPS)
+        total = (tot[i] + tail) * (1.0 + 2.0 * (cnt[i] + _GL_N + 4) * _EPS)
         if not math.isfinite(total):
             out[i] = math.inf
             continue
         val = g_star - log_z + math.log(total)
         out[i] = val + 4.0 * _EPS * (abs(g_star) + abs(log_z) + abs(val)) + 1e-300
     for i in todo:
-        _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+        _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
     return out
 
 
