@@ -373,10 +373,14 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
     return _chord_sup_at(*_chord_grid(lam, G, A, p, rounded))
 
 
-def _chord_grid(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> "_Chords":
-    """The request of :func:`_chord_sup`: every (λ row, interval column), broadcast."""
+def _chord_grid(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False,
+                cols: Optional[np.ndarray] = None) -> "_Chords":
+    """The request of :func:`_chord_sup`: every (λ row, interval column), broadcast (``cols``: those intervals only)."""
     E = _chord_excess(G)
-    return _Chords(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
+    lo, hi, Ei, Ej = A[:-1], A[1:], E[:-1], E[1:]
+    if cols is not None:
+        lo, hi, Ei, Ej = lo[cols], hi[cols], Ei[cols], Ej[cols]
+    return _Chords(lam[:, None], lo[None, :], hi[None, :], Ei[None, :], Ej[None, :], p, rounded)
 
 
 class _Chords(NamedTuple):
@@ -524,16 +528,19 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
 
 
 def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
-                rounded: bool = False) -> np.ndarray:
+                rounded: bool = False, cols: Optional[np.ndarray] = None) -> np.ndarray:
     r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
-    :func:`_interval_values` other than the chord (``rounded``: as there)."""
+    :func:`_interval_values` other than the chord (``rounded``: as there; ``cols``: those intervals only)."""
     U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    G1, K1, Ul, Uh = G[1:], Kq[1:], U_lo[:-1], U_hi[1:]
+    if cols is not None:
+        G1, K1, Ul, Uh = G1[cols], K1[cols], Ul[cols], Uh[cols]
+    step = G1[None, :] - lam[:, None] * Ul[None, :]
+    power = _power_sup(lam, K1[None, :], s, Ul[None, :], Uh[None, :])
     if rounded:  # the bound read: a sum that is not a number is no bound, +∞
         with np.errstate(over="ignore", invalid="ignore"):
-            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
-            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+            step = step + 1e-15 * (np.abs(G1[None, :]) + lam[:, None] * Ul[None, :])
+            power = power + 1e-15 * (K1[None, :] * Uh[None, :] ** s + lam[:, None] * Uh[None, :])
         step = np.where(np.isnan(step), np.inf, step)
         power = np.where(np.isnan(power), np.inf, power)
     return np.minimum(step, power)
@@ -555,10 +562,70 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
 
 
 def _interval_values_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
-                           rounded: bool = False):
-    """:func:`_interval_values` as a step generator (its chord bounds one :class:`_Chords` request)."""
+                           rounded: bool = False, memo: Optional["_IntervalMemo"] = None):
+    """:func:`_interval_values` as a step generator (its chord bounds one :class:`_Chords` request; with ``memo``, the
+    entries it holds read from it and the others computed: at most two requests). Read-only result."""
+    if memo is not None:
+        return (yield from memo.values_steps(lam, G, Kq, U, A, s, rounded))
     chord = yield _chord_grid(lam, G, A, 2.0 / s, rounded)
     return np.minimum(_step_power(lam, G, Kq, U, s, rounded), chord)
+
+
+#: :class:`_IntervalMemo` keeps the values of its last this many requests (two refinement rounds of a dual)
+_MEMO_GRIDS = 8
+
+
+class _IntervalMemo:
+    r"""The interval values (:func:`_interval_values`) one order's duals have computed, read again instead of computed
+    by its later duals (p = 2, where every chord bound of a row is computed; one memo per
+    :func:`_ball_log_moment_rounds`). An entry is an elementwise function of λ, ``rounded`` and its interval's grid
+    data (A_i, A_{i+1}, U_i, U_{i+1}, G_i, G_{i+1}, K_{i+1}); one order's refinement only adds grid points, never
+    changes a point's data, so an interval found again by its ends (A_i, A_{i+1}) in a row of the same (λ,
+    ``rounded``) has the float computed before. The refinement's later rounds ask mostly for the same λ (hull slopes
+    between points that did not move, the polish of an unchanged best λ) over mostly the same intervals."""
+
+    def __init__(self) -> None:
+        self.rows: Dict[Tuple[float, bool], Tuple[int, int]] = {}  # (λ, rounded) → (request, row) of its last values
+        self.grids: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # request → (A_i, A_{i+1}, values)
+        self.count = 0
+
+    def values_steps(self, lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
+                     rounded: bool):
+        """:func:`_interval_values_steps` (lam, …) through the memo: the rows of a λ not held computed in full, the
+        others read where their interval is held and computed on the other columns (those of any such row)."""
+        lefts, rights = A[:-1], A[1:]
+        vals = np.empty((lam.size, lefts.size))
+        fresh, found = [], {}
+        for r, x in enumerate(lam.tolist()):
+            hit = self.rows.get((x, rounded))
+            if hit is None or hit[0] not in self.grids:
+                fresh.append(r)
+            else:
+                rows, src = found.setdefault(hit[0], ([], []))
+                rows.append(r)
+                src.append(hit[1])
+        held, new_cols = [], np.zeros(lefts.size, dtype=bool)
+        for key, (rows, src) in found.items():
+            g_lo, g_hi, g_vals = self.grids[key]
+            at = np.minimum(np.searchsorted(g_lo, lefts), g_lo.size - 1)
+            same = (g_lo[at] == lefts) & (g_hi[at] == rights)
+            cols = np.nonzero(same)[0]
+            vals[np.ix_(rows, cols)] = g_vals[np.ix_(src, at[cols])]
+            new_cols |= ~same
+            held += rows
+        if fresh:
+            rows = np.array(fresh)
+            chord = yield _chord_grid(lam[rows], G, A, 2.0 / s, rounded)
+            vals[rows] = np.minimum(_step_power(lam[rows], G, Kq, U, s, rounded), chord)
+        if held and new_cols.any():
+            rows, cols = np.array(held), np.nonzero(new_cols)[0]
+            chord = yield _chord_grid(lam[rows], G, A, 2.0 / s, rounded, cols)
+            vals[np.ix_(rows, cols)] = np.minimum(_step_power(lam[rows], G, Kq, U, s, rounded, cols), chord)
+        self.grids[self.count] = (lefts, rights, vals)
+        self.rows.update(((x, rounded), (self.count, r)) for r, x in enumerate(lam.tolist()))
+        self.grids.pop(self.count - _MEMO_GRIDS, None)
+        self.count += 1
+        return vals
 
 
 def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -572,11 +639,12 @@ def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
 
 
 def _interval_max_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
-                        rounded: bool = False):
-    """:func:`_interval_max` as a step generator (:class:`_Chords` requests)."""
+                        rounded: bool = False, memo: Optional[_IntervalMemo] = None):
+    """:func:`_interval_max` as a step generator (:class:`_Chords` requests; ``memo``: at p = 2, as in
+    :func:`_interval_values_steps`)."""
     p = 2.0 / s
     if p == 2.0:
-        return np.max((yield from _interval_values_steps(lam, G, Kq, U, A, s, rounded)), axis=1)
+        return np.max((yield from _interval_values_steps(lam, G, Kq, U, A, s, rounded, memo)), axis=1)
     sp = _step_power(lam, G, Kq, U, s, rounded)
     E = _chord_excess(G)
 
@@ -614,16 +682,17 @@ def _min_row(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray
 
 
 def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
-                   A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None):
+                   A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None,
+                   memo: Optional[_IntervalMemo] = None):
     """:func:`_min_row` as a step generator (:class:`_Chords` requests), returning (i, F_i, c_i), c_i a column where
     row i's max was found (−1 where not known; a hint for rows of nearby λ, any column is valid). ``seed`` =
     (k, F_k, c): row k's F (its float: computed before on the same λ, G, K, U, A) and such a column; then row k is
     not computed again, and the rows' lower ends read column c beside their top column in the same request (two
-    requests instead of four)."""
+    requests instead of four). ``memo``: the plain path's (p = 2), as in :func:`_interval_values_steps`."""
     p = 2.0 / s
     sp = _step_power(lam, G, Kq, U, s) if p != 2.0 else None
     if sp is None or np.isnan(sp).any():
-        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s))
+        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s, memo))
     E = _chord_excess(G)
 
     def chord_at(r: np.ndarray, c: np.ndarray) -> _Chords:
@@ -686,9 +755,9 @@ def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.n
 
 
 def _least_row_plain_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
-                           A: np.ndarray, s: float):
+                           A: np.ndarray, s: float, memo: Optional[_IntervalMemo] = None):
     """(i, F_i, −1) of :func:`_min_row_steps` from every row's :func:`_interval_max` (p = 2, or a NaN bound)."""
-    F = lam * mp + dim * (yield from _interval_max_steps(lam, G, Kq, U, A, s))
+    F = lam * mp + dim * (yield from _interval_max_steps(lam, G, Kq, U, A, s, memo=memo))
     i = int(np.argmin(F))
     return i, float(F[i]), -1
 
@@ -703,14 +772,15 @@ def _dual(
     return _run(_dual_steps(G, Kq, U, A, mp, dim, s))
 
 
-def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float):
-    """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
+def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float,
+                memo: Optional[_IntervalMemo] = None):
+    """:func:`_dual` as a step generator (:class:`_Chords` requests; ``memo``: as in :func:`_interval_values_steps`)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
     # a λ with λm^p beyond float range has F(λ) ≥ λm^p = ∞: never the least (λ = 0 always stays); U_i ≤ m^p, so no
     # λU_i of the rows kept overflows either (large p: U = A^p spans hundreds of decades)
     cand = cand[cand <= _FLOAT_MAX / (mp * (1.0 + 0.03))]
-    best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s)
+    best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s, memo=memo)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
@@ -719,12 +789,12 @@ def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp:
         # the middle row is the best candidate itself (1 + 0.0): its F is known, the same float
         same = np.nonzero(near == cand[best])[0]
         seed = (int(same[0]), val, col) if same.size and col >= 0 else None
-        near_best, near_val, _ = yield from _min_row_steps(near, mp, dim, G, Kq, U, A, s, seed)
+        near_best, near_val, _ = yield from _min_row_steps(near, mp, dim, G, Kq, U, A, s, seed, memo)
         if near_val < val:
             cand, best = near, near_best
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = float((yield from _interval_max_steps(np.array([lam]), G, Kq, U, A, s, rounded=True))[0])
+    v = float((yield from _interval_max_steps(np.array([lam]), G, Kq, U, A, s, rounded=True, memo=memo))[0])
     bound = (lam * mp + dim * v) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
@@ -841,11 +911,12 @@ def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: i
     if not np.all(np.isfinite(G)):
         return math.inf
     bound = math.inf
+    memo = _IntervalMemo() if p == 2.0 else None  # p = 2: the duals' interval values, read again by later rounds
     for _ in range(_REFINE_ROUNDS):
-        bound, lam, lower, lam_low = yield from _dual_steps(G, Kq, U, A, mp, dim, s)
+        bound, lam, lower, lam_low = yield from _dual_steps(G, Kq, U, A, mp, dim, s, memo)
         if bound <= lower * (1.0 + _REL_TOL):
             return bound
-        e = (yield from _interval_values_steps(np.array([lam_low]), G, Kq, U, A, s))[0]
+        e = (yield from _interval_values_steps(np.array([lam_low]), G, Kq, U, A, s, memo=memo))[0]
         attained = max(0.0, float(np.max(G - lam_low * U)))
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:
