@@ -585,7 +585,7 @@ class _IntervalMemo:
     between points that did not move, the polish of an unchanged best λ) over mostly the same intervals."""
 
     def __init__(self) -> None:
-        self.rows: Dict[Tuple[float, bool], Tuple[int, int]] = {}  # (λ, rounded) → (request, row) of its last values
+        self.rows: Dict[Tuple[int, bool], Tuple[int, int]] = {}  # (λ's bits, rounded) → (request, row) of its values
         self.grids: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # request → (A_i, A_{i+1}, values)
         self.count = 0
 
@@ -595,8 +595,9 @@ class _IntervalMemo:
         others read where their interval is held and computed on the other columns (those of any such row)."""
         lefts, rights = A[:-1], A[1:]
         vals = np.empty((lam.size, lefts.size))
+        keys = np.ascontiguousarray(lam, dtype=np.float64).view(np.int64).tolist()  # λ by its bits (±0 apart)
         fresh, found = [], {}
-        for r, x in enumerate(lam.tolist()):
+        for r, x in enumerate(keys):
             hit = self.rows.get((x, rounded))
             if hit is None or hit[0] not in self.grids:
                 fresh.append(r)
@@ -622,7 +623,7 @@ class _IntervalMemo:
             chord = yield _chord_grid(lam[rows], G, A, 2.0 / s, rounded, cols)
             vals[np.ix_(rows, cols)] = np.minimum(_step_power(lam[rows], G, Kq, U, s, rounded, cols), chord)
         self.grids[self.count] = (lefts, rights, vals)
-        self.rows.update(((x, rounded), (self.count, r)) for r, x in enumerate(lam.tolist()))
+        self.rows.update(((x, rounded), (self.count, r)) for r, x in enumerate(keys))
         self.grids.pop(self.count - _MEMO_GRIDS, None)
         self.count += 1
         return vals
