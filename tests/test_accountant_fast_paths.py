@@ -812,6 +812,39 @@ def test_refinement_without_settled_owners_equals_the_plain_refinement_bit_for_b
         assert len(x) == len(y) and all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
 
 
+def _k_peak_oracle(ja, a, beta):
+    """ball_rdp._k_peak as first written (new arrays by np.where each bisection step, the coefficient each call)."""
+    if beta == 1.0:
+        return np.zeros_like(a)
+    lo, hi = np.zeros_like(a), np.ones_like(a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        def rising(x):
+            return ja * (beta - 1.0) * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
+        for _ in range(2100):
+            grow = rising(hi) & np.isfinite(hi)
+            if not grow.any():
+                break
+            lo, hi = np.where(grow, hi, lo), np.where(grow, 2.0 * hi, hi)
+        for _ in range(2100):
+            mid = 0.5 * (lo + hi)
+            inside = (lo < mid) & (mid < hi)
+            if not inside.any():
+                break
+            r = rising(mid)
+            lo, hi = np.where(inside & r, mid, lo), np.where(inside & ~r, mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.0, 3.0])
+def test_k_peak_bisection_in_place_equals_its_first_form(beta):
+    """ball_rdp._k_peak (bisection updated in place, the coefficient once) gives the peak of its first form, on
+    orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the initial bracket [0, 1])."""
+    rng = np.random.default_rng(7)
+    a = 10 ** rng.uniform(-6.0, 1.0, 300)
+    ja = rng.integers(2, 61, 300) * a
+    assert _same_floats(br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta))
+
+
 def test_k_subintervals_equal_the_per_shift_edges():
     """ball_rdp._k_subintervals (every shift's edges in one array operation) gives the K enclosures' first
     subintervals as first written: per shift, 0, 3^{-L} … 3^{-1}, 1, the powers 2^k below X, then X."""

@@ -123,8 +123,10 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
         return np.zeros_like(a)
     lo, hi = np.zeros_like(a), np.ones_like(a)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        coef = ja * (beta - 1.0)
+
         def rising(x):
-            return ja * (beta - 1.0) * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
+            return coef * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
         for _ in range(2100):  # hi doubles up to float range, at most 1024 + 1075 steps
             grow = rising(hi) & np.isfinite(hi)
             if not grow.any():
@@ -135,8 +137,9 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
             inside = (lo < mid) & (mid < hi)
             if not inside.any():
                 break
-            r = rising(mid)
-            lo, hi = np.where(inside & r, mid, lo), np.where(inside & ~r, mid, hi)
+            up = inside & rising(mid)
+            np.copyto(lo, mid, where=up)  # in place: lo and hi are this function's own arrays
+            np.copyto(hi, mid, where=inside ^ up)  # inside and not rising
     return hi
 
 
