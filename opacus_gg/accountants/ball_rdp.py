@@ -588,8 +588,9 @@ class _IntervalMemo:
     between points that did not move, the polish of an unchanged best λ) over mostly the same intervals."""
 
     def __init__(self) -> None:
-        self.rows: Dict[Tuple[int, bool], Tuple[int, int]] = {}  # (λ's bits, rounded) → (request, row) of its values
-        self.grids: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # request → (A_i, A_{i+1}, values)
+        # (rounded, λ's bits (±0 apart)) → request << 20 | row of its last values; request → (A_i, A_{i+1}, values)
+        self.rows: Dict[bool, Dict[int, int]] = {False: {}, True: {}}
+        self.grids: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.count = 0
 
     def values_steps(self, lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -598,35 +599,36 @@ class _IntervalMemo:
         others read where their interval is held and computed on the other columns (those of any such row)."""
         lefts, rights = A[:-1], A[1:]
         vals = np.empty((lam.size, lefts.size))
-        keys = np.ascontiguousarray(lam, dtype=np.float64).view(np.int64).tolist()  # λ by its bits (±0 apart)
-        fresh, found = [], {}
-        for r, x in enumerate(keys):
-            hit = self.rows.get((x, rounded))
-            if hit is None or hit[0] not in self.grids:
-                fresh.append(r)
-            else:
-                rows, src = found.setdefault(hit[0], ([], []))
-                rows.append(r)
-                src.append(hit[1])
-        held, new_cols = [], np.zeros(lefts.size, dtype=bool)
-        for key, (rows, src) in found.items():
+        keys = np.ascontiguousarray(lam, dtype=np.float64).view(np.int64).tolist()
+        rows = self.rows[rounded]
+        where = np.array([rows.get(x, -1) for x in keys], dtype=np.int64)
+        held = np.zeros(lam.size, dtype=bool)
+        new_cols = np.zeros(lefts.size, dtype=bool)
+        for key in np.unique(where[where >= 0] >> 20).tolist():
+            if key not in self.grids:
+                continue
             g_lo, g_hi, g_vals = self.grids[key]
+            r = np.nonzero((where >= 0) & (where >> 20 == key))[0]
             at = np.minimum(np.searchsorted(g_lo, lefts), g_lo.size - 1)
-            same = (g_lo[at] == lefts) & (g_hi[at] == rights)
-            cols = np.nonzero(same)[0]
-            vals[np.ix_(rows, cols)] = g_vals[np.ix_(src, at[cols])]
-            new_cols |= ~same
-            held += rows
-        if fresh:
-            rows = np.array(fresh)
-            chord = yield _chord_grid(lam[rows], G, A, 2.0 / s, rounded)
-            vals[rows] = np.minimum(_step_power(lam[rows], G, Kq, U, s, rounded), chord)
-        if held and new_cols.any():
-            rows, cols = np.array(held), np.nonzero(new_cols)[0]
-            chord = yield _chord_grid(lam[rows], G, A, 2.0 / s, rounded, cols)
-            vals[np.ix_(rows, cols)] = np.minimum(_step_power(lam[rows], G, Kq, U, s, rounded, cols), chord)
+            new_cols |= (g_lo[at] != lefts) | (g_hi[at] != rights)
+            vals[r] = g_vals.take(where[r] & 0xFFFFF, axis=0).take(at, axis=1)  # new columns: computed below
+            held[r] = True
+        if not held.all():
+            r = np.nonzero(~held)[0]
+            chord = yield _chord_grid(lam[r], G, A, 2.0 / s, rounded)
+            vals[r] = np.minimum(_step_power(lam[r], G, Kq, U, s, rounded), chord)
+        if held.any() and new_cols.any():
+            r, c = np.nonzero(held)[0], np.nonzero(new_cols)[0]
+            chord = yield _chord_grid(lam[r], G, A, 2.0 / s, rounded, c)
+            block = np.minimum(_step_power(lam[r], G, Kq, U, s, rounded, c), chord)
+            if r.size == lam.size:
+                vals[:, c] = block
+            else:
+                part = vals[r]
+                part[:, c] = block
+                vals[r] = part
         self.grids[self.count] = (lefts, rights, vals)
-        self.rows.update(((x, rounded), (self.count, r)) for r, x in enumerate(keys))
+        rows.update(zip(keys, range(self.count << 20, (self.count << 20) + lam.size)))
         self.grids.pop(self.count - _MEMO_GRIDS, None)
         self.count += 1
         return vals
@@ -955,7 +957,8 @@ def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray
     crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
     steep = loose[crit > lam_low * (1.0 + _REL_TOL)]
     steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
-    by_slope = [i for i in steep.tolist() if i not in set(by_value.tolist())][: _SPLITS_PER_ROUND // 2]
+    taken = set(by_value.tolist())
+    by_slope = [i for i in steep.tolist() if i not in taken][: _SPLITS_PER_ROUND // 2]
     return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
 
 
