@@ -157,11 +157,11 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
         br.clear_caches()
         return br.ball_log_moments(4, sigma, beta, dim, p)
 
-    def plain_interval_max_steps(lam, G, Kq, U, A, s, rounded=False, memo=None):  # a step generator that asks
-        return _plain_interval_max(lam, G, Kq, U, A, s, rounded)  # for nothing
+    def plain_interval_max_steps(lam, G, Kq, U, A, s, rounded=False):  # a step generator that asks for nothing
+        return _plain_interval_max(lam, G, Kq, U, A, s, rounded)
         yield
 
-    def plain_min_row_steps(lam, mp, dim, G, Kq, U, A, s, seed=None, memo=None):
+    def plain_min_row_steps(lam, mp, dim, G, Kq, U, A, s, seed=None):
         return _plain_min_row(lam, mp, dim, G, Kq, U, A, s) + (-1,)
         yield
 
@@ -169,58 +169,11 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
     with monkeypatch.context() as m:
         m.setattr(br, "_interval_max_steps", plain_interval_max_steps)
         m.setattr(br, "_min_row_steps", plain_min_row_steps)
-        m.setattr(br, "_IntervalMemo", lambda: None)  # every interval value computed
         m.setattr(br, "_ball_log_moments_of", functools.partial(br._ball_log_moments_of, batched=False))
         plain = moments()
     br.clear_caches()
     assert np.all(np.isfinite(fast[2:]))
     assert _same_floats(fast, plain)
-
-
-def test_interval_values_read_from_the_memo_equal_the_computed_ones_bit_for_bit():
-    """ball_rdp._IntervalMemo (p = 2: an order's later duals read the interval values its earlier ones computed)
-    gives the floats of the plain computation: _dual_steps' (bound, λ, lower, λ_low) and the refinement's row of
-    interval values, over refinements of random duals (points added, none changed; λ rows repeated, new and
-    permuted; rounded and not), each request answered alone."""
-    rng = np.random.default_rng(2026)
-    s = 1.0  # p = 2
-    asked = {"fast": 0, "plain": 0}
-
-    def run(steps, kind):  # br._run, counting the chord bounds asked for
-        try:
-            ask = next(steps)
-            while True:
-                asked[kind] += np.broadcast(*ask[:5]).size
-                ask = steps.send(br._chord_sup_at(*ask))
-        except StopIteration as done:
-            return done.value
-
-    for t in range(8):
-        n, A, G, Kq, U = _random_dual_grid(rng, 2.0)
-        memo = br._IntervalMemo()
-        mp, dim = float(A[-1] ** 2), int(rng.choice([10, 2410, 10**6]))
-        lam_seen = np.zeros(0)
-        for _ in range(4):
-            with np.errstate(all="ignore"):
-                fast = run(br._dual_steps(G, Kq, U, A, mp, dim, s, memo), "fast")
-                plain = run(br._dual_steps(G, Kq, U, A, mp, dim, s), "plain")
-                lam = np.concatenate([rng.permutation(lam_seen)[: int(rng.integers(0, lam_seen.size + 1))],
-                                      rng.uniform(0.0, 40.0, int(rng.integers(1, 6))), [fast[3]]])
-                for rounded in (False, True):
-                    got = br._run(br._interval_values_steps(lam, G, Kq, U, A, s, rounded, memo))
-                    assert _same_floats(got, br._interval_values(lam, G, Kq, U, A, s, rounded)), t
-            assert all(_same_floats(x, y) for x, y in zip(fast, plain)), t
-            lam_seen = np.unique(np.concatenate([lam_seen, lam]))
-            # new points strictly inside some intervals, the old points' data unchanged; G stays non-decreasing
-            at = rng.choice(A.size - 1, size=int(rng.integers(1, 5)), replace=False)
-            new = A[at] + (A[at + 1] - A[at]) * rng.uniform(0.2, 0.8, at.size)
-            G_new = G[at] + (G[at + 1] - G[at]) * rng.uniform(0.0, 1.0, at.size)
-            K_new = np.where(new <= 0.1, rng.uniform(0.5, 50.0, at.size), np.inf)
-            order = np.argsort(np.concatenate([A, new]), kind="stable")
-            A, G = np.concatenate([A, new])[order], np.concatenate([G, G_new])[order]
-            Kq, U = np.concatenate([Kq, K_new])[order], np.concatenate([U, new ** 2])[order]
-        assert memo.grids and len(memo.grids) <= br._MEMO_GRIDS
-    assert asked["fast"] < 0.7 * asked["plain"]  # the memo was read
 
 
 def test_chord_requests_answered_together_equal_each_answered_alone():

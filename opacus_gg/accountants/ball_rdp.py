@@ -376,14 +376,10 @@ def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded:
     return _chord_sup_at(*_chord_grid(lam, G, A, p, rounded))
 
 
-def _chord_grid(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False,
-                cols: Optional[np.ndarray] = None) -> "_Chords":
-    """The request of :func:`_chord_sup`: every (λ row, interval column), broadcast (``cols``: those intervals only)."""
+def _chord_grid(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> "_Chords":
+    """The request of :func:`_chord_sup`: every (λ row, interval column), broadcast."""
     E = _chord_excess(G)
-    lo, hi, Ei, Ej = A[:-1], A[1:], E[:-1], E[1:]
-    if cols is not None:
-        lo, hi, Ei, Ej = lo[cols], hi[cols], Ei[cols], Ej[cols]
-    return _Chords(lam[:, None], lo[None, :], hi[None, :], Ei[None, :], Ej[None, :], p, rounded)
+    return _Chords(lam[:, None], A[None, :-1], A[None, 1:], E[None, :-1], E[None, 1:], p, rounded)
 
 
 class _Chords(NamedTuple):
@@ -531,19 +527,16 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
 
 
 def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
-                rounded: bool = False, cols: Optional[np.ndarray] = None) -> np.ndarray:
+                rounded: bool = False) -> np.ndarray:
     r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
-    :func:`_interval_values` other than the chord (``rounded``: as there; ``cols``: those intervals only)."""
+    :func:`_interval_values` other than the chord (``rounded``: as there)."""
     U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    G1, K1, Ul, Uh = G[1:], Kq[1:], U_lo[:-1], U_hi[1:]
-    if cols is not None:
-        G1, K1, Ul, Uh = G1[cols], K1[cols], Ul[cols], Uh[cols]
-    step = G1[None, :] - lam[:, None] * Ul[None, :]
-    power = _power_sup(lam, K1[None, :], s, Ul[None, :], Uh[None, :])
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
     if rounded:  # the bound read: a sum that is not a number is no bound, +∞
         with np.errstate(over="ignore", invalid="ignore"):
-            step = step + 1e-15 * (np.abs(G1[None, :]) + lam[:, None] * Ul[None, :])
-            power = power + 1e-15 * (K1[None, :] * Uh[None, :] ** s + lam[:, None] * Uh[None, :])
+            step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+            power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
         step = np.where(np.isnan(step), np.inf, step)
         power = np.where(np.isnan(power), np.inf, power)
     return np.minimum(step, power)
@@ -565,73 +558,10 @@ def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarr
 
 
 def _interval_values_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
-                           rounded: bool = False, memo: Optional["_IntervalMemo"] = None):
-    """:func:`_interval_values` as a step generator (its chord bounds one :class:`_Chords` request; with ``memo``, the
-    entries it holds read from it and the others computed: at most two requests). Read-only result."""
-    if memo is not None:
-        return (yield from memo.values_steps(lam, G, Kq, U, A, s, rounded))
+                           rounded: bool = False):
+    """:func:`_interval_values` as a step generator (its chord bounds one :class:`_Chords` request)."""
     chord = yield _chord_grid(lam, G, A, 2.0 / s, rounded)
     return np.minimum(_step_power(lam, G, Kq, U, s, rounded), chord)
-
-
-#: :class:`_IntervalMemo` keeps the values of its last this many requests (two refinement rounds of a dual)
-_MEMO_GRIDS = 8
-
-
-class _IntervalMemo:
-    r"""The interval values (:func:`_interval_values`) one order's duals have computed, read again instead of computed
-    by its later duals (p = 2, where every chord bound of a row is computed; one memo per
-    :func:`_ball_log_moment_rounds`). An entry is an elementwise function of λ, ``rounded`` and its interval's grid
-    data (A_i, A_{i+1}, U_i, U_{i+1}, G_i, G_{i+1}, K_{i+1}); one order's refinement only adds grid points, never
-    changes a point's data, so an interval found again by its ends (A_i, A_{i+1}) in a row of the same (λ,
-    ``rounded``) has the float computed before. The refinement's later rounds ask mostly for the same λ (hull slopes
-    between points that did not move, the polish of an unchanged best λ) over mostly the same intervals."""
-
-    def __init__(self) -> None:
-        # (rounded, λ's bits (±0 apart)) → request << 20 | row of its last values; request → (A_i, A_{i+1}, values)
-        self.rows: Dict[bool, Dict[int, int]] = {False: {}, True: {}}
-        self.grids: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.count = 0
-
-    def values_steps(self, lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
-                     rounded: bool):
-        """:func:`_interval_values_steps` (lam, …) through the memo: the rows of a λ not held computed in full, the
-        others read where their interval is held and computed on the other columns (those of any such row)."""
-        lefts, rights = A[:-1], A[1:]
-        vals = np.empty((lam.size, lefts.size))
-        keys = np.ascontiguousarray(lam, dtype=np.float64).view(np.int64).tolist()
-        rows = self.rows[rounded]
-        where = np.array([rows.get(x, -1) for x in keys], dtype=np.int64)
-        held = np.zeros(lam.size, dtype=bool)
-        new_cols = np.zeros(lefts.size, dtype=bool)
-        for key in np.unique(where[where >= 0] >> 20).tolist():
-            if key not in self.grids:
-                continue
-            g_lo, g_hi, g_vals = self.grids[key]
-            r = np.nonzero((where >= 0) & (where >> 20 == key))[0]
-            at = np.minimum(np.searchsorted(g_lo, lefts), g_lo.size - 1)
-            new_cols |= (g_lo[at] != lefts) | (g_hi[at] != rights)
-            vals[r] = g_vals.take(where[r] & 0xFFFFF, axis=0).take(at, axis=1)  # new columns: computed below
-            held[r] = True
-        if not held.all():
-            r = np.nonzero(~held)[0]
-            chord = yield _chord_grid(lam[r], G, A, 2.0 / s, rounded)
-            vals[r] = np.minimum(_step_power(lam[r], G, Kq, U, s, rounded), chord)
-        if held.any() and new_cols.any():
-            r, c = np.nonzero(held)[0], np.nonzero(new_cols)[0]
-            chord = yield _chord_grid(lam[r], G, A, 2.0 / s, rounded, c)
-            block = np.minimum(_step_power(lam[r], G, Kq, U, s, rounded, c), chord)
-            if r.size == lam.size:
-                vals[:, c] = block
-            else:
-                part = vals[r]
-                part[:, c] = block
-                vals[r] = part
-        self.grids[self.count] = (lefts, rights, vals)
-        rows.update(zip(keys, range(self.count << 20, (self.count << 20) + lam.size)))
-        self.grids.pop(self.count - _MEMO_GRIDS, None)
-        self.count += 1
-        return vals
 
 
 def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
@@ -645,12 +575,11 @@ def _interval_max(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
 
 
 def _interval_max_steps(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
-                        rounded: bool = False, memo: Optional[_IntervalMemo] = None):
-    """:func:`_interval_max` as a step generator (:class:`_Chords` requests; ``memo``: at p = 2, as in
-    :func:`_interval_values_steps`)."""
+                        rounded: bool = False):
+    """:func:`_interval_max` as a step generator (:class:`_Chords` requests)."""
     p = 2.0 / s
     if p == 2.0:
-        return np.max((yield from _interval_values_steps(lam, G, Kq, U, A, s, rounded, memo)), axis=1)
+        return np.max((yield from _interval_values_steps(lam, G, Kq, U, A, s, rounded)), axis=1)
     sp = _step_power(lam, G, Kq, U, s, rounded)
     E = _chord_excess(G)
 
@@ -688,17 +617,16 @@ def _min_row(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray
 
 
 def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
-                   A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None,
-                   memo: Optional[_IntervalMemo] = None):
+                   A: np.ndarray, s: float, seed: Optional[Tuple[int, float, int]] = None):
     """:func:`_min_row` as a step generator (:class:`_Chords` requests), returning (i, F_i, c_i), c_i a column where
     row i's max was found (−1 where not known; a hint for rows of nearby λ, any column is valid). ``seed`` =
     (k, F_k, c): row k's F (its float: computed before on the same λ, G, K, U, A) and such a column; then row k is
     not computed again, and the rows' lower ends read column c beside their top column in the same request (two
-    requests instead of four). ``memo``: the plain path's (p = 2), as in :func:`_interval_values_steps`."""
+    requests instead of four)."""
     p = 2.0 / s
     sp = _step_power(lam, G, Kq, U, s) if p != 2.0 else None
     if sp is None or np.isnan(sp).any():
-        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s, memo))
+        return (yield from _least_row_plain_steps(lam, mp, dim, G, Kq, U, A, s))
     E = _chord_excess(G)
 
     def chord_at(r: np.ndarray, c: np.ndarray) -> _Chords:
@@ -761,9 +689,9 @@ def _min_row_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.n
 
 
 def _least_row_plain_steps(lam: np.ndarray, mp: float, dim: int, G: np.ndarray, Kq: np.ndarray, U: np.ndarray,
-                           A: np.ndarray, s: float, memo: Optional[_IntervalMemo] = None):
+                           A: np.ndarray, s: float):
     """(i, F_i, −1) of :func:`_min_row_steps` from every row's :func:`_interval_max` (p = 2, or a NaN bound)."""
-    F = lam * mp + dim * (yield from _interval_max_steps(lam, G, Kq, U, A, s, memo=memo))
+    F = lam * mp + dim * (yield from _interval_max_steps(lam, G, Kq, U, A, s))
     i = int(np.argmin(F))
     return i, float(F[i]), -1
 
@@ -778,15 +706,14 @@ def _dual(
     return _run(_dual_steps(G, Kq, U, A, mp, dim, s))
 
 
-def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float,
-                memo: Optional[_IntervalMemo] = None):
-    """:func:`_dual` as a step generator (:class:`_Chords` requests; ``memo``: as in :func:`_interval_values_steps`)."""
+def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float):
+    """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
     cand = np.unique(np.concatenate([[0.0], slopes[np.isfinite(slopes) & (slopes > 0)]]))
     # a λ with λm^p beyond float range has F(λ) ≥ λm^p = ∞: never the least (λ = 0 always stays); U_i ≤ m^p, so no
     # λU_i of the rows kept overflows either (large p: U = A^p spans hundreds of decades)
     cand = cand[cand <= _FLOAT_MAX / (mp * (1.0 + 0.03))]
-    best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s, memo=memo)
+    best, val, col = yield from _min_row_steps(cand, mp, dim, G, Kq, U, A, s)
     low_vals = cand * mp + dim * np.maximum(0.0, np.max(G[None, :] - cand[:, None] * U[None, :], axis=1))
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
@@ -795,12 +722,12 @@ def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp:
         # the middle row is the best candidate itself (1 + 0.0): its F is known, the same float
         same = np.nonzero(near == cand[best])[0]
         seed = (int(same[0]), val, col) if same.size and col >= 0 else None
-        near_best, near_val, _ = yield from _min_row_steps(near, mp, dim, G, Kq, U, A, s, seed, memo)
+        near_best, near_val, _ = yield from _min_row_steps(near, mp, dim, G, Kq, U, A, s, seed)
         if near_val < val:
             cand, best = near, near_best
     lam = float(cand[best])
     # Round up: each interval value by 1e-15 × the size of its own operands, then λ m^p + d·max by 1e-12.
-    v = float((yield from _interval_max_steps(np.array([lam]), G, Kq, U, A, s, rounded=True, memo=memo))[0])
+    v = float((yield from _interval_max_steps(np.array([lam]), G, Kq, U, A, s, rounded=True))[0])
     bound = (lam * mp + dim * v) * (1.0 + _FP_SLACK)
     return bound, lam, lower, lam_low
 
@@ -917,12 +844,11 @@ def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: i
     if not np.all(np.isfinite(G)):
         return math.inf
     bound = math.inf
-    memo = _IntervalMemo() if p == 2.0 else None  # p = 2: the duals' interval values, read again by later rounds
     for _ in range(_REFINE_ROUNDS):
-        bound, lam, lower, lam_low = yield from _dual_steps(G, Kq, U, A, mp, dim, s, memo)
+        bound, lam, lower, lam_low = yield from _dual_steps(G, Kq, U, A, mp, dim, s)
         if bound <= lower * (1.0 + _REL_TOL):
             return bound
-        e = (yield from _interval_values_steps(np.array([lam_low]), G, Kq, U, A, s, memo=memo))[0]
+        e = (yield from _interval_values_steps(np.array([lam_low]), G, Kq, U, A, s))[0]
         attained = max(0.0, float(np.max(G - lam_low * U)))
         loose = np.nonzero(dim * (e - attained) > _REL_TOL * lower)[0]
         if loose.size == 0:
