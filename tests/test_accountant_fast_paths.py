@@ -115,6 +115,74 @@ def test_interval_max_is_the_plain_routine_and_the_chord_bound_the_bisections_or
         assert _same_floats(np.concatenate(ones), plain), (p, rounded, n)
 
 
+def _chord_sup_at_item12(lam, lo, hi, Ei, Ej, p, rounded=False):
+    """ball_rdp._chord_sup_at as item 12 left it (new arrays for every operation, the chord and its slope as
+    functions): the floats the in-place form must give."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        width = hi - lo
+        slope = (Ej - Ei) / width
+
+        def chord(b):
+            t = (b - lo) / width
+            return (1.0 - t) * Ei + t * Ej
+
+        def derivative(b, C):
+            return slope / (1.0 + C) - lam * p * b ** (p - 1.0)
+
+        B = 1.0 + Ei - slope * lo
+        if p == 2.0:
+            disc = np.sqrt(B * B + 2.0 * slope * slope / np.where(lam > 0, lam, 1.0))
+            b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
+            b = np.where(lam > 0, b, hi)
+        else:
+            up = B >= 0
+            c1, c2 = np.where(up, p - 1.0, 1.0), np.where(up, 1.0, p - 1.0)
+            k1, k0 = np.where(up, slope, 1.0), np.where(up, B, -B)
+            t = np.log(slope / (lam * p)) + np.where(up, 0.0, (p - 1.0) * np.log(slope))
+            v_lo, v_hi = np.where(up, np.log(lo), np.log1p(Ei)), np.where(up, np.log(hi), np.log1p(Ej))
+            v = v_hi
+            for _ in range(br._NEWTON_STEPS):
+                e = k1 * np.exp(v)
+                inner = e + k0
+                v = np.minimum(np.maximum(v - (c1 * v + c2 * np.log(inner) - t) / (c1 + c2 * e / inner), v_lo), v_hi)
+            b = np.where(up, np.exp(v), (np.exp(v) - B) / slope)
+            b = np.where(slope > 0, np.where(lam > 0, b, hi), lo)
+        if not np.isfinite(b).all():
+            b = np.nan_to_num(b, nan=0.5, posinf=0.5)
+        b = np.minimum(np.maximum(b, lo), hi)
+        C = chord(b)
+        val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
+        out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
+        if rounded:
+            out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
+                                 + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
+    return np.where(np.isnan(out), np.inf, out)
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_chord_bound_in_place_equals_its_item12_form_bit_for_bit(p):
+    """ball_rdp._chord_sup_at (issue 33 item 13: its operations in place, λb^p and λp·b^{p−1} once, the finiteness
+    test by one sum) gives the floats of its item-12 form, on grids (λ rows with λ = 0, interval columns: flat and
+    decreasing chords, moment bounds from 10⁻⁶ to 30) and on gathered entries, rounded or not."""
+    rng = np.random.default_rng(13)
+    for t in range(25):
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
+        if t % 3 == 0:
+            G[1: n // 2] = G[1]  # flat chords (slope 0) and, below, a decreasing one (E from G clipped at 0)
+            G[-1] = G[-2] - 1.0
+        if t % 4 == 1:
+            G[-1] = 800.0  # E = e^G − 1 beyond float range: an infinite chord slope (b not finite, then fixed)
+        E = br._chord_excess(G)
+        lam = np.concatenate([[0.0, 1e-310], rng.uniform(0.0, 40.0, int(rng.integers(1, 30)))])  # and a subnormal λ
+        r, c = rng.integers(0, lam.size, 50), rng.integers(0, n, 50)
+        for rounded in (False, True):
+            asks = [br._chord_grid(lam, G, A, p, rounded),
+                    br._Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)]
+            for ask in asks:
+                with np.errstate(all="ignore"):
+                    assert _same_floats(br._chord_sup_at(*ask), _chord_sup_at_item12(*ask)), (p, t, rounded)
+
+
 def _plain_min_row(lam, mp, dim, G, Kq, U, A, s):
     """The plain routine: every row's value λm^p + d·max (chord bounds included), then ``np.argmin``."""
     F = lam * mp + dim * _plain_interval_max(lam, G, Kq, U, A, s)
