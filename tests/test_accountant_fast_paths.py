@@ -115,6 +115,74 @@ def test_interval_max_is_the_plain_routine_and_the_chord_bound_the_bisections_or
         assert _same_floats(np.concatenate(ones), plain), (p, rounded, n)
 
 
+def _chord_sup_at_item12(lam, lo, hi, Ei, Ej, p, rounded=False):
+    """ball_rdp._chord_sup_at as item 12 left it (new arrays for every operation, the chord and its slope as
+    functions): the floats the in-place form must give."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        width = hi - lo
+        slope = (Ej - Ei) / width
+
+        def chord(b):
+            t = (b - lo) / width
+            return (1.0 - t) * Ei + t * Ej
+
+        def derivative(b, C):
+            return slope / (1.0 + C) - lam * p * b ** (p - 1.0)
+
+        B = 1.0 + Ei - slope * lo
+        if p == 2.0:
+            disc = np.sqrt(B * B + 2.0 * slope * slope / np.where(lam > 0, lam, 1.0))
+            b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
+            b = np.where(lam > 0, b, hi)
+        else:
+            up = B >= 0
+            c1, c2 = np.where(up, p - 1.0, 1.0), np.where(up, 1.0, p - 1.0)
+            k1, k0 = np.where(up, slope, 1.0), np.where(up, B, -B)
+            t = np.log(slope / (lam * p)) + np.where(up, 0.0, (p - 1.0) * np.log(slope))
+            v_lo, v_hi = np.where(up, np.log(lo), np.log1p(Ei)), np.where(up, np.log(hi), np.log1p(Ej))
+            v = v_hi
+            for _ in range(br._NEWTON_STEPS):
+                e = k1 * np.exp(v)
+                inner = e + k0
+                v = np.minimum(np.maximum(v - (c1 * v + c2 * np.log(inner) - t) / (c1 + c2 * e / inner), v_lo), v_hi)
+            b = np.where(up, np.exp(v), (np.exp(v) - B) / slope)
+            b = np.where(slope > 0, np.where(lam > 0, b, hi), lo)
+        if not np.isfinite(b).all():
+            b = np.nan_to_num(b, nan=0.5, posinf=0.5)
+        b = np.minimum(np.maximum(b, lo), hi)
+        C = chord(b)
+        val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
+        out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
+        if rounded:
+            out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
+                                 + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
+    return np.where(np.isnan(out), np.inf, out)
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_chord_bound_in_place_equals_its_item12_form_bit_for_bit(p):
+    """ball_rdp._chord_sup_at (issue 33 item 13: its operations in place, λb^p and λp·b^{p−1} once, the finiteness
+    test by one sum) gives the floats of its item-12 form, on grids (λ rows with λ = 0, interval columns: flat and
+    decreasing chords, moment bounds from 10⁻⁶ to 30) and on gathered entries, rounded or not."""
+    rng = np.random.default_rng(13)
+    for t in range(25):
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
+        if t % 3 == 0:
+            G[1: n // 2] = G[1]  # flat chords (slope 0) and, below, a decreasing one (E from G clipped at 0)
+            G[-1] = G[-2] - 1.0
+        if t % 4 == 1:
+            G[-1] = 800.0  # E = e^G − 1 beyond float range: an infinite chord slope (b not finite, then fixed)
+        E = br._chord_excess(G)
+        lam = np.concatenate([[0.0, 1e-310], rng.uniform(0.0, 40.0, int(rng.integers(1, 30)))])  # and a subnormal λ
+        r, c = rng.integers(0, lam.size, 50), rng.integers(0, n, 50)
+        for rounded in (False, True):
+            asks = [br._chord_grid(lam, G, A, p, rounded),
+                    br._Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded)]
+            for ask in asks:
+                with np.errstate(all="ignore"):
+                    assert _same_floats(br._chord_sup_at(*ask), _chord_sup_at_item12(*ask)), (p, t, rounded)
+
+
 def _plain_min_row(lam, mp, dim, G, Kq, U, A, s):
     """The plain routine: every row's value λm^p + d·max (chord bounds included), then ``np.argmin``."""
     F = lam * mp + dim * _plain_interval_max(lam, G, Kq, U, A, s)
@@ -763,6 +831,39 @@ def test_refinement_without_settled_owners_equals_the_plain_refinement_bit_for_b
     assert len(seen["fast"]) == len(seen["plain"]) > 6
     for x, y in zip(seen["fast"], seen["plain"]):
         assert len(x) == len(y) and all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+
+
+def _k_peak_oracle(ja, a, beta):
+    """ball_rdp._k_peak as first written (new arrays by np.where each bisection step, the coefficient each call)."""
+    if beta == 1.0:
+        return np.zeros_like(a)
+    lo, hi = np.zeros_like(a), np.ones_like(a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        def rising(x):
+            return ja * (beta - 1.0) * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
+        for _ in range(2100):
+            grow = rising(hi) & np.isfinite(hi)
+            if not grow.any():
+                break
+            lo, hi = np.where(grow, hi, lo), np.where(grow, 2.0 * hi, hi)
+        for _ in range(2100):
+            mid = 0.5 * (lo + hi)
+            inside = (lo < mid) & (mid < hi)
+            if not inside.any():
+                break
+            r = rising(mid)
+            lo, hi = np.where(inside & r, mid, lo), np.where(inside & ~r, mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.0, 3.0])
+def test_k_peak_bisection_in_place_equals_its_first_form(beta):
+    """ball_rdp._k_peak (bisection updated in place, the coefficient once) gives the peak of its first form, on
+    orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the initial bracket [0, 1])."""
+    rng = np.random.default_rng(7)
+    a = 10 ** rng.uniform(-6.0, 1.0, 300)
+    ja = rng.integers(2, 61, 300) * a
+    assert _same_floats(br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta))
 
 
 def test_k_subintervals_equal_the_per_shift_edges():

@@ -123,8 +123,10 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
         return np.zeros_like(a)
     lo, hi = np.zeros_like(a), np.ones_like(a)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        coef = ja * (beta - 1.0)
+
         def rising(x):
-            return ja * (beta - 1.0) * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
+            return coef * (x + a) ** (beta - 2.0) > x ** (beta - 1.0)
         for _ in range(2100):  # hi doubles up to float range, at most 1024 + 1075 steps
             grow = rising(hi) & np.isfinite(hi)
             if not grow.any():
@@ -135,8 +137,9 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
             inside = (lo < mid) & (mid < hi)
             if not inside.any():
                 break
-            r = rising(mid)
-            lo, hi = np.where(inside & r, mid, lo), np.where(inside & ~r, mid, hi)
+            up = inside & rising(mid)
+            np.copyto(lo, mid, where=up)  # in place: lo and hi are this function's own arrays
+            np.copyto(hi, mid, where=inside ^ up)  # inside and not rising
     return hi
 
 
@@ -465,21 +468,21 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         width = hi - lo
         slope = (Ej - Ei) / width
-
-        def chord(b):
-            t = (b - lo) / width
-            return (1.0 - t) * Ei + t * Ej  # C − 1 of the chord, ≥ 0
-
-        def derivative(b, C):
-            return slope / (1.0 + C) - lam * p * b ** (p - 1.0)
-
+        B = 1.0 + Ei - slope * lo  # 1 + C(b) = B + slope·b
+        # below, each array operation in place is the one the formula names (elementwise: the same floats)
         if p == 2.0:
-            B = 1.0 + Ei - slope * lo
-            disc = np.sqrt(B * B + 2.0 * slope * slope / np.where(lam > 0, lam, 1.0))
-            b = np.where(B >= 0, slope / (np.where(lam > 0, lam, 1.0) * (B + disc)), (disc - B) / (2.0 * slope))
-            b = np.where(lam > 0, b, hi)
+            positive = lam > 0
+            lam_1 = np.where(positive, lam, 1.0)
+            disc = B * B + 2.0 * slope * slope / lam_1
+            np.sqrt(disc, out=disc)
+            b = B + disc
+            b *= lam_1
+            np.divide(slope, b, out=b)  # slope / (λ(B + disc)) where B ≥ 0
+            disc -= B
+            disc /= 2.0 * slope  # (disc − B) / (2·slope) where B < 0
+            np.copyto(b, disc, where=~(B >= 0))
+            np.copyto(b, hi, where=~positive)  # λ = 0: b = hi
         else:  # F'(b) = 0 by Newton's method from hi (docstring), in v = log b (B ≥ 0) or v = log(1 + C(b)) (B < 0)
-            B = 1.0 + Ei - slope * lo  # 1 + C(b) = B + slope·b
             up = B >= 0
             # both as Φ(v) = c1·v + c2·log(k1·e^v + k0) − t, Φ' = c1 + c2·k1e^v/(k1e^v + k0)
             c1, c2 = np.where(up, p - 1.0, 1.0), np.where(up, 1.0, p - 1.0)
@@ -494,16 +497,33 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             b = np.where(up, np.exp(v), (np.exp(v) - B) / slope)
             # slope ≤ 0: F' < 0 on the interval (b = lo); λ = 0 < slope: F' > 0 (b = hi)
             b = np.where(slope > 0, np.where(lam > 0, b, hi), lo)
-        if not np.isfinite(b).all():
+        if not np.isfinite(np.sum(b)):  # some b not finite (or a finite sum overflowed: the fix is then a no-op)
             b = np.nan_to_num(b, nan=0.5, posinf=0.5)
-        b = np.minimum(np.maximum(b, lo), hi)  # np.clip's floats (b has no NaN), without its overhead
-        C = chord(b)
-        val, d1 = np.log1p(C) - lam * b ** p, derivative(b, C)
-        out = val + np.maximum(d1 * (lo - b), d1 * (hi - b))
+        np.maximum(b, lo, out=b)
+        np.minimum(b, hi, out=b)  # np.clip's floats (b has no NaN), without its overhead
+        # the chord C = (1 − t)E_i + tE_j, t = (b − lo)/width (C − 1 of the chord, ≥ 0)
+        t = b - lo
+        t /= width
+        C = 1.0 - t
+        C *= Ei
+        t *= Ej
+        C += t
+        log_c, lam_bp = np.log1p(C), lam * b ** p
+        out = log_c - lam_bp  # F(b)
+        one_c = 1.0 + C
+        lam_bp1 = lam * p * (b ** (p - 1.0) if p != 2.0 else b)  # b^1 = b exactly
+        d1 = slope / one_c
+        d1 -= lam_bp1  # F'(b) = slope/(1 + C) − λp·b^{p−1}
+        rise = lo - b
+        rise *= d1
+        np.subtract(hi, b, out=b)
+        b *= d1
+        np.maximum(rise, b, out=rise)
+        out += rise  # F(b) + max(F'(b)(A_i − b), F'(b)(A_{i+1} − b))
         if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
-            out = out + 1e-14 * (1.0 + np.log1p(C) + lam * b ** p
-                                 + width * (np.abs(slope) / (1.0 + C) + lam * p * b ** (p - 1.0)))
-    return np.where(np.isnan(out), np.inf, out)
+            out = out + 1e-14 * (1.0 + log_c + lam_bp + width * (np.abs(slope) / one_c + lam_bp1))
+    out[np.isnan(out)] = np.inf
+    return out
 
 
 def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s: float,
@@ -863,7 +883,8 @@ def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray
     crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
     steep = loose[crit > lam_low * (1.0 + _REL_TOL)]
     steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
-    by_slope = [i for i in steep.tolist() if i not in set(by_value.tolist())][: _SPLITS_PER_ROUND // 2]
+    taken = set(by_value.tolist())
+    by_slope = [i for i in steep.tolist() if i not in taken][: _SPLITS_PER_ROUND // 2]
     return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
 
 

@@ -131,14 +131,14 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     eps_arr = np.broadcast_to(np.asarray(epsrel, dtype=np.float64), shifts.shape)
     j_arr = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
     log_z = _log_z(beta)
-    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (float(j_arr[i]), a, float(beta), float(eps_arr[i])))
-    todo = [i for i in todo if j_arr[i] != 1.0]  # M(1) = 1
+    sl, jl, el, bf = shifts.tolist(), j_arr.tolist(), eps_arr.tolist(), float(beta)  # Python floats, read per shift
+    out, todo = cached_split(shifts, _moment_cache, lambda i, a: (jl[i], a, bf, el[i]))
+    todo = [i for i in todo if jl[i] != 1.0]  # M(1) = 1
     if not todo:
         return out
     pieces, setups = [], {}
     for i in todo:
-        a = float(shifts[i])
-        j = float(j_arr[i])
+        a, j = sl[i], jl[i]
         x_star = _peak(j, a, beta)
         g_star = -(j * abs(x_star - a) ** beta + (1.0 - j) * abs(x_star) ** beta) / beta if math.isfinite(x_star) \
             else math.inf
@@ -162,26 +162,27 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         pieces += [(p, q, (p in (0.0, a), q in (0.0, a)), i) for p, q in zip(edges[:-1], edges[1:]) if q > p]
     if not pieces:
         for i in todo:
-            _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+            _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
         return out
     xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
     params = np.zeros((5, n))
-    for i, (x_star, g_star, slack, _) in setups.items():
-        params[:, i] = (shifts[i], x_star, g_star, slack, j_arr[i])
+    params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
+                                        for i, (x_star, g_star, slack, _) in setups.items()]).T
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
                                 lambda l, r, o: _subinterval_bounds(l, r, params[:, o], beta))
+    tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
         # the per-shift sum over subintervals (np.bincount adds in sequence), plus the tails
-        total = (float(tot[i]) + tail) * (1.0 + 2.0 * (int(cnt[i]) + _GL_N + 4) * _EPS)
+        total = (tot[i] + tail) * (1.0 + 2.0 * (cnt[i] + _GL_N + 4) * _EPS)
         if not math.isfinite(total):
             out[i] = math.inf
             continue
         val = g_star - log_z + math.log(total)
         out[i] = val + 4.0 * _EPS * (abs(g_star) + abs(log_z) + abs(val)) + 1e-300
     for i in todo:
-        _moment_cache[(float(j_arr[i]), float(shifts[i]), float(beta), float(eps_arr[i]))] = out[i]
+        _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
     return out
 
 
@@ -217,33 +218,38 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
     out_tot, out_cnt = np.zeros(n), np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         upper, lower = bounds(xl, xr, owner)
+        cnt = np.bincount(owner, minlength=n)
         for _ in range(_MAX_ROUNDS):
+            gap = upper - lower
             tot = np.bincount(owner, upper, minlength=n)
-            gap = np.bincount(owner, upper - lower, minlength=n)
-            cnt = np.bincount(owner, minlength=n)
-            loose = ((gap > epsrel * tot) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
-            split = loose[owner] & (((upper - lower) > 0.25 * (epsrel * tot)[owner] / cnt[owner]) | (upper == np.inf))
+            share = epsrel * tot
+            loose = ((np.bincount(owner, gap, minlength=n) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
+            # per owner, then read per subinterval: the same operations on the same operands
+            split = loose[owner] & ((gap > (0.25 * share / cnt)[owner]) | (upper == np.inf))
             # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
             # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
             # removal keeps), and its subintervals leave the arrays
-            busy = np.zeros(n, dtype=bool)
-            busy[owner[split]] = True
+            halved = owner[split]
+            n_split = np.bincount(halved, minlength=n)
+            busy = n_split > 0
             done = ~busy & (cnt > 0)
-            out_tot[done], out_cnt[done] = tot[done], cnt[done]
-            if not split.any():
+            np.copyto(out_tot, tot, where=done)
+            np.copyto(out_cnt, cnt, where=done)
+            if not halved.size:
                 return out_tot, out_cnt
-            active = busy[owner]
-            mid = 0.5 * (xl[split] + xr[split])
-            nl, nr = np.concatenate([xl[split], mid]), np.concatenate([mid, xr[split]])
-            no = np.concatenate([owner[split], owner[split]])
+            cnt = np.where(busy, cnt + n_split, 0)  # the next round's count: each split adds one subinterval
+            keep = busy[owner] & ~split
+            left, right = xl[split], xr[split]
+            mid = 0.5 * (left + right)
+            nl, nr = np.concatenate([left, mid]), np.concatenate([mid, right])
+            no = np.concatenate([halved, halved])
             nu, nlo = bounds(nl, nr, no)
-            keep = active & ~split
             xl, xr = np.concatenate([xl[keep], nl]), np.concatenate([xr[keep], nr])
             owner = np.concatenate([owner[keep], no])
             upper, lower = np.concatenate([upper[keep], nu]), np.concatenate([lower[keep], nlo])
         # _MAX_ROUNDS rounds: the owners split in the last one sum their subintervals as they are now
-        out_tot[busy] = np.bincount(owner, upper, minlength=n)[busy]
-        out_cnt[busy] = np.bincount(owner, minlength=n)[busy]
+        np.copyto(out_tot, np.bincount(owner, upper, minlength=n), where=busy)
+        np.copyto(out_cnt, cnt, where=busy)
         return out_tot, out_cnt
 
 
@@ -287,7 +293,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     a), lower = GL − error bound (only a refinement target)."""
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
-    n_a, n_0 = c_a[:, None], c_0[:, None]  # per node (rows: subintervals)
 
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
@@ -295,28 +300,56 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     c, hw, ext_lo, ext_hi, V = _gauss_legendre_box(xl, xr)  # the nodes: below, on the rows that read them
     h = (xr - xl) * (1.0 + 2 * _EPS)
 
-    def dist(z0):  # min and max of |z − z0| over the box [ext_lo, ext_hi] × [−V, V] (the max only where read: β ≥ 3)
-        lo = np.where((ext_lo <= z0) & (z0 <= ext_hi), 0.0, np.minimum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)))
-        return lo, np.hypot(np.maximum(np.abs(ext_lo - z0), np.abs(ext_hi - z0)), V) if beta >= 3.0 else None
-
-    (da_lo, da_hi), (d0_lo, d0_hi) = dist(a), dist(0.0)
-    ok = (da_lo > 0) & (d0_lo > 0)  # the ellipse avoids 0 and a: Gauss–Legendre there, the crude bound elsewhere
+    # the ellipse avoids 0 and a (its box [ext_lo, ext_hi] × [−V, V] does: xl, xr finite, so no NaN): Gauss–Legendre
+    # there, the crude bound elsewhere; there the distances of the box from a and 0 (min; max where read: β ≥ 3)
+    ok = ((a < ext_lo) | (ext_hi < a)) & ((0.0 < ext_lo) | (ext_hi < 0.0))
+    ua, va, u0, v0 = np.abs(ext_lo - a), np.abs(ext_hi - a), np.abs(ext_lo), np.abs(ext_hi)
+    da_lo, d0_lo = np.minimum(ua, va), np.minimum(u0, v0)
+    if beta >= 3.0:
+        da_hi, d0_hi = np.hypot(np.maximum(ua, va), V), np.hypot(np.maximum(u0, v0), V)
     # node values only on the rows that read them (0 on the others: their GL sum is not read, and each row's sum is
-    # its own), in blocks of rows that stay in cache: elementwise, the same floats
+    # its own), in blocks of rows that stay in cache; each operation is one of exp(g − g* + err) as written in
+    # the comments (elementwise, the same floats: fl(−u − v) = −fl(u + v) and |fl(u·t)| = fl(|u|·t) for t ≥ 0,
+    # rounding being symmetric)
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
+    scale = 1.0 + 1.0 / beta
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
         xb = _gauss_legendre_points(c[b], hw[b])
-        t_a, t_0 = np.abs(xb - a[b, None]), np.abs(xb)
+        n_a, n_0 = c_a[b, None], c_0[b, None]
+        t_0 = np.abs(xb)
+        t_a = xb - a[b, None]
+        np.abs(t_a, out=t_a)
         pa, p0 = t_a ** beta, t_0 ** beta
-        gx = -(n_a[b] * pa + n_0[b] * p0) / beta
-        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|)
-        g1 = abs(n_a[b]) * t_a ** (beta - 1.0) + abs(n_0[b]) * t_0 ** (beta - 1.0)
-        err = 8 * _EPS * ((abs(n_a[b]) * pa + abs(n_0[b]) * p0) * (1.0 + 1.0 / beta) + np.abs(g_star[b])[:, None]
-                          + np.abs(xb) * g1)
-        values[b] = np.exp(gx - g_star[b, None] + err)
-    sup_real = g(np.clip(x_star, ext_lo, ext_hi), a) + slack
+        pa *= n_a  # n_a·|x − a|^β
+        p0 *= n_0
+        w = pa + p0
+        w /= beta
+        w += g_star[b, None]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
+        # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|):
+        # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
+        g1 = t_a ** (beta - 1.0)
+        g1 *= np.abs(n_a)
+        t_a = t_0 ** (beta - 1.0)
+        t_a *= np.abs(n_0)
+        g1 += t_a
+        g1 *= t_0
+        np.abs(pa, out=pa)
+        np.abs(p0, out=p0)
+        pa += p0
+        pa *= scale
+        pa += np.abs(g_star[b, None])
+        pa += g1
+        pa *= 8 * _EPS  # err
+        pa -= w  # g − g* + err
+        values[b] = np.exp(pa, out=pa)
+    # sup g on the ellipse's real extent and on the subinterval (g monotone on each piece: an end or the peak): g at
+    # the peak clipped to each, both in one array (np.clip's floats: no NaN)
+    x_c = np.empty((2, c.size))
+    np.minimum(np.maximum(x_star, ext_lo, out=x_c[0]), ext_hi, out=x_c[0])
+    np.minimum(np.maximum(x_star, xl, out=x_c[1]), xr, out=x_c[1])
+    sup_real, sup_sub = g(x_c, a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
     if beta >= 3.0:
@@ -324,7 +357,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     else:
         g3 = (beta - 1.0) * abs(beta - 2.0) * (abs(c_a) * da_lo ** (beta - 3.0) + abs(c_0) * d0_lo ** (beta - 3.0))
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
-    sup_sub = g(np.clip(x_star, xl, xr), a) + slack  # g monotone on each piece: endpoint or peak
     crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
     return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
