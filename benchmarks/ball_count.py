@@ -31,7 +31,7 @@ from low_orders import reference  # noqa: E402
 
 Q, T, DELTA = 0.01, 1000, 1e-5
 #: the worst explicit shape's PRV at σ = 1, q = 0.01, T = 1000, δ = 1e-5 (:func:`low_orders.reference`, rounded up)
-KNOWN_REFERENCE = {(3.0, 10): 12.4896, (2.5, 10): 5.0038, (3.0, 16): 14.4182, (2.5, 16): 5.4402}
+KNOWN_REFERENCE = {(3.0, 10): 12.4896, (2.5, 10): 5.0038, (3.0, 16): 14.4182, (2.5, 16): 5.4402}  # d = 16: --reference
 
 
 def main() -> None:

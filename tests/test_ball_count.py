@@ -122,8 +122,9 @@ def _two(m: float, w: float, p: float, beta: float):
 @pytest.mark.parametrize("d", [2, 3, 4])
 def test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread(sigma, d):
     """β = p = 3: one coordinate at every size ≤ m (exact GG curves), two on the sphere (p-masses 1/2, and 0.2/0.8 at
-    σ = 1; quadrature), and the oracle's rigorous lower bounds on δ(ε), ε ∈ [0, 4], of k equal coordinates (k ≤ d) and of
-    0.8m beside d − 1 equal ones (the mixed shape): each below the table's curves shrunk by 1 − C (Lemma T4)."""
+    σ = 1; quadrature), and the oracle's rigorous lower bounds on δ(ε), ε ∈ [0, 4], of k equal coordinates (k ≤ d)
+    and of 0.8m beside d − 1 equal ones (the mixed shape): each below the table's curves shrunk by 1 − C (Lemma
+    T4)."""
     beta = p = 3.0
     m = 1.0 / sigma
     tab = count_table(m, beta, p, d, COARSE)

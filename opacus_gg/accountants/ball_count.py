@@ -17,7 +17,7 @@ j the least cell with k_j ≥ i (the largest coordinate is ≤ (iΔR)^{1/p}). A 
 exactly: there is no mass rounding; the shifts of the GG factors are the exact b_j rounded UP (:func:`cap`). env,
 the connect-the-dots hull and the round-off C are those of :mod:`.ball_prv` (Lemmas T2, T4). Cost: states × (one
 FFT product + one hull), ≈ 2–3 ms each on one idle core at β = 3, σ = 1 (:meth:`CountSpec.states` counts them
-before the build; the default spec: 25–27k states at d = 10).
+before the build; the default spec: 35k states at d = 10, 49k at d = 16).
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ class CountSpec:
     :func:`mass_lattice`), down to the Base cell b_0 = (``base_steps``·ΔR)^{1/p}; loss grid step ``h``·m on ±
     ``half_width``·m, widened to the one coordinate's tail ``tail`` (:meth:`.TableSpec.half_width_at`). Any spec
     gives an upper bound; finer ones usually a tighter one. Measured (β = p, σ = 1, q = 0.01, T = 1000, δ = 1e-5,
-    d = 10; docs/accounting.md): the low cells set much of the excess at β = 2.5 (the thin coordinates beside a
-    large one, ≈ 0.2–0.35m: ``ratio_low`` 1.1 → 1.02 took 5.5298 to 5.4246), while N = 512 (5.5867 at β = 2.5,
-    13.4091 against 13.4126 at β = 3) and h = 0.01 (13.4107 at β = 3) did not pay: what is left is mostly the
-    envelope of many near-equal shapes (Lemma T2)."""
+    d = 10; docs/accounting.md): the top cells (the large coordinate; ``ratio_high`` 1.01 → 1.005 → 1.0025, i.e.
+    every lattice point above 0.3m at N = 256: 13.4126 → 13.3297 → 13.2865 at β = 3) and, at β = 2.5, the low cells
+    (the thin coordinates beside a large one, ≈ 0.2–0.35m: ``ratio_low`` 1.1 → 1.02: 5.5298 → 5.4246) set the excess
+    the resolution can remove; N = 512 with top ratio 1.01 (13.4091 at β = 3) and h = 0.01 (13.4107) did not pay."""
 
     mass_steps: int = 256
-    ratio_high: float = 1.01
+    ratio_high: float = 1.0025
     ratio_low: float = 1.02
     high_from: float = 0.3
     base_steps: int = 1
