@@ -26,7 +26,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..validation import validate_beta, validate_positive
 from . import table_cache
