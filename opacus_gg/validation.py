@@ -253,8 +253,9 @@ def validate_rectify_bound(rectify_bound: Optional[float], name: str = "rectify_
 #: where smaller; fast) or "table" (the smallest of those and the PRV of the ball table's pair,
 #: :mod:`.accountants.ball_prv`, for p ≤ 1.8, and p ≤ 2 above β = 2; one table per (β, p, σ), 35–95 s each at
 #: σ ≥ 1 and p ≤ 1.6, about 5 min at p = 1.8, 2–10 min at σ = 0.5 and p ≤ 1.6 and about 30 min at σ = 0.5,
-#: p = 1.8 (loaded machine), 2.5–3.7 min at β > 2, p = 2, σ = 1 (idle core); kept per process and on disk,
-#: :mod:`.accountants.table_cache`)
+#: p = 1.8 (loaded machine), 2.5–3.7 min at β > 2, p = 2, σ = 1 (idle core); for p > 2 at d ≤ 32 the count table
+#: of :mod:`.accountants.ball_count`, one per (β, p, σ, d), 1–2 min at d = 10–16 (CPU, loaded machine); kept per process
+#: and on disk, :mod:`.accountants.table_cache`)
 BALL_BOUNDS = ("renyi", "table")
 
 

@@ -435,14 +435,16 @@ def test_table_bound_keeps_the_renyi_bound_where_the_table_is_looser(monkeypatch
     assert proven_epsilon_history(hist, kw["delta"], ball_bound="table") == rep.epsilon
 
 
-@pytest.mark.parametrize("extra", [dict(clip_norm_p=3.0), dict(clip_norm_p=2.0), dict(count_noise_multiplier=2.0)])
+@pytest.mark.parametrize("extra", [dict(clip_norm_p=3.0, dim=100), dict(clip_norm_p=2.0),
+                                   dict(count_noise_multiplier=2.0)])
 def test_table_bound_out_of_scope_warns_and_publishes_the_renyi_bound(coarse_spec, extra):
-    kw = dict(WIN, steps=20, dim=10, **extra)
+    """p = 3 above the count table's dimension limit (tests/test_ball_count.py: p > 2 at d ≤ 32 is in scope)."""
+    kw = {**WIN, "steps": 20, "dim": 10, **extra}
     renyi = compute_epsilon(**kw)
     with pytest.warns(UserWarning, match=re.escape(api._TABLE_OUT_OF_SCOPE)):
         rep = compute_epsilon(**kw, ball_bound="table")
     assert rep.epsilon == renyi.epsilon and rep.method == "rdp" and "epsilon_ball_table" not in rep.details
-    entry = (1.0, 0.01, 20, 1.2, 10, kw["clip_norm_p"], kw.get("count_noise_multiplier"))
+    entry = (1.0, 0.01, 20, 1.2, kw["dim"], kw["clip_norm_p"], kw.get("count_noise_multiplier"))
     with pytest.warns(UserWarning, match=re.escape(api._TABLE_OUT_OF_SCOPE)):
         assert proven_epsilon_history([entry], kw["delta"], ball_bound="table") == renyi.epsilon
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..validation import (BALL_BOUNDS, validate_ball_bound, validate_delta, validate_delta_error,
                           validate_nonnegative, validate_positive)
+from .ball_count import COUNT_DIM_MAX, CountSpec, count_table, count_table_applies
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
 from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
 from . import low_orders
@@ -50,6 +51,9 @@ MODES = ("certified", "paper")
 #: the resolution of the tables ``ball_bound="table"`` builds (:class:`.ball_prv.TableSpec`); None: the default
 #: for each segment's p and β (:func:`.ball_prv.default_spec`)
 TABLE_SPEC: Optional[TableSpec] = None
+#: the resolution of the count tables ``ball_bound="table"`` builds for p > 2 at d ≤ :data:`.ball_count.COUNT_DIM_MAX`
+#: (:class:`.ball_count.CountSpec`); None: ``CountSpec()``
+COUNT_SPEC: Optional[CountSpec] = None
 
 
 def _validate_errors(delta: float, eps_error: float, delta_error: Optional[float]) -> Tuple[float, float]:
@@ -94,8 +98,8 @@ def compute_epsilon_history(
     ``mode="paper"`` delegates to :func:`opacus_gg.accountants.paper.paper_epsilon_report` (the GG
     paper's one-hot, remove-only, Monte Carlo PRV; NOT a guarantee for β ≠ 2). ``ball_bound``
     (:data:`BALL_BOUNDS`): where the PRV covers equal spreads only, "table" also composes the ball table's pair
-    (:mod:`.ball_prv`, p ≤ 1.8, or p ≤ 2 above β = 2) and publishes the smaller proven ε (method "prv_table" where
-    the table wins).
+    (:mod:`.ball_prv`, p ≤ 1.8, or p ≤ 2 above β = 2; :mod:`.ball_count`, p > 2 at d ≤ 32) and publishes the smaller
+    proven ε (method "prv_table" where the table wins).
 
     ``diagnostics``: where the PRV covers equal spreads only (β ∉ {1, 2}, d > 1, p < ∞), the published ε is a
     bound over the whole ℓp ball and the equal-spread PRV (its bracket, the worst direction and spread, the
@@ -346,8 +350,9 @@ def _publish_if_smaller(report: EpsilonReport, eps: float, method: str, details:
 
 def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> Optional[list]:
     """The history with every segment the PRV does not certify replaced by its ball table's pair
-    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p and β);
-    None where a segment is outside the table (p > 1.8, a count query)."""
+    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p and β;
+    p > 2 at d ≤ 32: the count table of :mod:`.ball_count`, at :data:`COUNT_SPEC`); None where a segment is outside
+    both tables (p > 1.8 at β ≤ 2 up to p = 2, p > 2 at d > 32, a count query)."""
     out = []
     for s in segs:
         if is_certified(s.beta, s.dim, s.clip_norm_p):
@@ -355,6 +360,10 @@ def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> 
         elif table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta):
             tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p,
                              default_spec(s.clip_norm_p, s.beta) if spec is None else spec)
+            out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
+        elif count_table_applies(s.clip_norm_p, s.count_noise_multiplier, s.dim):
+            tab = count_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p, s.dim,
+                              CountSpec() if COUNT_SPEC is None else COUNT_SPEC)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         else:
             return None
@@ -374,8 +383,9 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
 
 
 #: what ``ball_bound="table"`` says where it cannot help (the default proven bound is then published)
-_TABLE_OUT_OF_SCOPE = (f"ball_bound='table' covers clip_norm_p <= {TABLE_P_MAX} (<= 2 for beta > 2) without a count "
-                       "query (adaptive clipping; nearer p = 2 at beta <= 2 the table is looser than the Rényi bound); "
+_TABLE_OUT_OF_SCOPE = (f"ball_bound='table' covers clip_norm_p <= {TABLE_P_MAX} (<= 2 for beta > 2; above 2 at dim <= "
+                       f"{COUNT_DIM_MAX}) without a count query (adaptive clipping; nearer p = 2 at beta <= 2 the "
+                       "table is looser than the Rényi bound); "
                        "the published epsilon is the default proven bound (Rényi, or the dominating Gaussian's where "
                        "smaller)")
 

@@ -82,12 +82,17 @@ def environment() -> Dict[str, Any]:
             "longdouble_mantissa": int(np.finfo(np.longdouble).nmant)}
 
 
-def table_key(m: float, beta: float, p: float, spec: Any) -> Dict[str, Any]:
-    """The exact key of one table: floats as hex (no rounding), the spec's fields, the code hash, the numerical
-    environment (:func:`environment`)."""
+def table_key(m: float, beta: float, p: float, spec: Any, **extra: int) -> Dict[str, Any]:
+    """The exact key of one table: floats as hex (no rounding), the spec's fields (and its class's name), the code
+    hash, the numerical environment (:func:`environment`); ``extra``: further integer parameters of the table (the
+    count table's ``dim``)."""
     fields = {k: (float(v).hex() if isinstance(v, float) else v) for k, v in dataclasses.asdict(spec).items()}
-    return {"format": _FORMAT, "m": float(m).hex(), "beta": float(beta).hex(), "p": float(p).hex(),
-            "spec": json.loads(json.dumps(fields)), "code": code_hash(), "environment": environment()}
+    key = {"format": _FORMAT, "m": float(m).hex(), "beta": float(beta).hex(), "p": float(p).hex(),
+           "spec": json.loads(json.dumps(fields)), "code": code_hash(), "environment": environment()}
+    if extra:
+        key["kind"] = type(spec).__name__
+        key["extra"] = {k: int(v) for k, v in sorted(extra.items())}
+    return key
 
 
 def _path(key: Dict[str, Any]) -> Optional[Path]:
