@@ -130,6 +130,18 @@ def test_ball_table_base_moment_bound_is_rounded_up():
     assert below > 0
 
 
+def test_ball_table_base_moment_bound_past_float_range_is_capped_at_one_without_a_warning():
+    """Lemma T3's U where an exponent R·Λ_j exceeds float range (high orders, large Base mass): e^{arg} is +inf, a
+    valid upper bound, and the cap at 1 replaces it; numpy's overflow warning does not reach the user."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = moment_curve_bound(50.0, np.array([0.5, 40.0]), [2, 64], np.array([0.0, 2.0, 500.0]))
+    assert np.array_equal(got[:2], np.ones(2))  # order 2: e^{25}/4 > 1 at log α ≤ 2; order 64 overflows
+    assert 0.0 < got[2] < 1.0  # at log α = 500 order 2 is finite and small
+
+
 def test_curve_split_dominates_the_exact_pair_in_both_orientations():
     """Lemma R10(a): the connect-the-dots pair of the rounded-up curve (what split_to_grid returns where C ≤
     CURVE_SPLIT_MAX_ROUNDOFF) has both curves ≥ the exact GG curve (40-digit mpmath: exact threshold and tails) at

@@ -320,8 +320,10 @@ def moment_curve_bound(R: float, rates: np.ndarray, orders: Sequence[int], log_a
     la = (j - 1) * np.asarray(log_alpha, dtype=np.float64)[None, :]
     arg = S + logc - la
     slack = 4.0 * UNIT_ROUNDOFF * (np.abs(S) + np.abs(logc) + np.abs(la) + 1.0)
-    # + twice the smallest subnormal: below the normal range exp and the products err absolutely
-    up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL
+    # + twice the smallest subnormal: below the normal range exp and the products err absolutely; an exponent past
+    # float range gives +inf, a valid upper bound that the cap at 1 then replaces (so no overflow warning)
+    with np.errstate(over="ignore"):
+        up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL
     return np.minimum(np.min(up, axis=0), 1.0)
 
 
