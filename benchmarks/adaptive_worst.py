@@ -70,7 +70,8 @@ TAIL_LOG = 75.0
 TRIM = 1e-32
 #: relative error assumed of scipy's ``ndtr`` (the Gaussian factor's tail; measured ≤ 1e-15, ×10⁴)
 NDTR_RTOL = 1e-11
-#: threshold margin: survival read at v ± TAU·(1 + |v|), covering the root's residual (checked) and the argument's rounding
+#: threshold margin: survival read at v ± TAU·(1 + |v|), covering the root's residual (checked) and the argument's
+#: rounding
 TAU = 1e-9
 
 
@@ -493,7 +494,8 @@ class Recursion:
             self.lo, self.hi = best_lo, best_hi
         if np.any(self.lo > self.hi * (1.0 + 1e-9) + 1e-300):
             i = int(np.argmax(self.lo - self.hi))
-            raise AccountingError(f"lower end above the upper end at t = {self.t[i]:.4f}: {self.lo[i]!r} > {self.hi[i]!r}")
+            raise AccountingError(
+                f"lower end above the upper end at t = {self.t[i]:.4f}: {self.lo[i]!r} > {self.hi[i]!r}")
         self.steps += 1
         return arg
 
@@ -558,13 +560,11 @@ def family(setting: str, sigma: float, rest: str = "limit") -> Tuple[float, floa
         si = math.sqrt(fisher_information(beta))
         shapes = [Shape("one", ((m, 1),)), Shape("two", ((m / math.sqrt(2.0), 2),)), Shape("limit", (), si * m)]
         shapes += [beside(a, beta, p) for a in (0.5, 0.7, 0.9)]
-    elif setting in ("item2", "item2-small"):
+    elif setting == "item2":
         beta = p = 3.0
         d = 10
-        ks = range(1, d + 1) if setting == "item2" else (1, 2, 10)
-        cs = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9) if setting == "item2" else (0.5, 0.8)
-        shapes = [Shape(f"equal k={k}", ((m * k ** (-1.0 / p), k),)) for k in ks]
-        for c in cs:
+        shapes = [Shape(f"equal k={k}", ((m * k ** (-1.0 / p), k),)) for k in range(1, d + 1)]
+        for c in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
             thin = m * ((1.0 - c ** p) / (d - 1)) ** (1.0 / p)
             shapes.append(Shape(f"{c:g}m + thin", ((c * m, 1), (thin, d - 1))))
     else:
@@ -579,7 +579,8 @@ def kernels_for(shapes: Sequence[Shape], beta: float, q: float, grid: Grid, hc: 
     for s in shapes:
         laws = shape_laws(s, beta, hc)
         for dirn in ("remove", "add"):
-            out[dirn].append(make_kernel(s.label, step_atoms(laws, q, dirn, False), step_atoms(laws, q, dirn, True), grid))
+            out[dirn].append(make_kernel(s.label, step_atoms(laws, q, dirn, False), step_atoms(laws, q, dirn, True),
+                                         grid))
     return out
 
 
@@ -614,7 +615,8 @@ def run_setting(setting: str, sigma: float, q: float, steps: int, delta: float, 
     ker = kernels_for(shapes, beta, q, grid, hc)
     recs = {d: Recursion(ker[d], grid) for d in directions}
     print(f"{setting}: beta {beta:g}, p {p:g}, sigma {sigma:g}, q {q:g}, T {steps}, delta {delta:g}; grid h {h:g} on "
-          f"[{grid.t[0]:.3f}, {grid.t[-1]:.3f}] ({grid.n} points), h_c {hc:g}; kernels {time.process_time() - t0:.1f} s",
+          f"[{grid.t[0]:.3f}, {grid.t[-1]:.3f}] ({grid.n} points), h_c {hc:g}; "
+          f"kernels {time.process_time() - t0:.1f} s",
           file=out)
     res: Dict = {"fixed": {}, "mix": {}, "setting": setting}
     print("| schedule | eps lower (rigorous) | eps upper (this family, diagnostic) | interpolated (diagnostic) |"
@@ -625,11 +627,12 @@ def run_setting(setting: str, sigma: float, q: float, steps: int, delta: float, 
             run_schedule(recs[d], steps, [i] * steps)
         e = _eps_both(recs, delta)
         res["fixed"][s.label] = e
-        print(f"| fixed: {s.label} | {fmt_down(e[0])} | {fmt_up(e[1])} | {e[2]:.5f} | {e[3]} | {time.process_time() - t1:.0f} |",
-              file=out)
+        print(f"| fixed: {s.label} | {fmt_down(e[0])} | {fmt_up(e[1])} | {e[2]:.5f} | {e[3]} |"
+              f" {time.process_time() - t1:.0f} |", file=out)
         out.flush()
     order = sorted(range(len(shapes)), key=lambda i: -res["fixed"][shapes[i].label][0])
-    pairs = [(a, b) for x, a in enumerate(order[:mix_pairs + 1]) for b in order[x + 1:mix_pairs + 1]] if mix_pairs else []
+    top = order[:mix_pairs + 1] if mix_pairs else []
+    pairs = [(a, b) for x, a in enumerate(top) for b in top[x + 1:]]
     for a, b in pairs:
         for f in fractions:
             na = int(round(f * steps))
@@ -668,7 +671,8 @@ def library_pair(shape: Shape, beta: float, p: float, h: float = 0.005):
     from opacus_gg.accountants.gg_pair import GGPair
     from opacus_gg.accountants.spreads import exact_spread_pair
 
-    factors = [GGPair(a, beta) if n == 1 else exact_spread_pair(n ** (-1.0 / p) / a, beta, n, p) for a, n in shape.coords]
+    factors = [GGPair(a, beta) if n == 1 else exact_spread_pair(n ** (-1.0 / p) / a, beta, n, p)
+               for a, n in shape.coords]
     if shape.gauss > 0:
         factors.append(GGPair(shape.gauss, 2.0))
     if len(factors) == 1:
@@ -704,7 +708,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                       ("grid", "the adaptive recursion (and the worst fixed shape) at several grid spacings h"),
                       ("envelope", "the PRV of the family's envelope pair (upper-side; the library's composition)")):
         r = sub.add_parser(name, help=hlp)
-        r.add_argument("--setting", default="item3", choices=["item3", "item1", "item2", "item2-small"],
+        r.add_argument("--setting", default="item3", choices=["item3", "item1", "item2"],
                        help="item3: beta 1.5, p 2; item1: beta 2.5, p 2; item2: beta = p = 3, d = 10 (default item3)")
         r.add_argument("--sigma", type=float, default=1.0)
         r.add_argument("--q", type=float, default=0.01)

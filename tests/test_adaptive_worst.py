@@ -17,6 +17,7 @@ from opacus_gg.accountants import ball_prv
 from opacus_gg.accountants.api import compute_epsilon
 from opacus_gg.accountants.fisher import fisher_information
 from opacus_gg.accountants.gg_pair import GGPair
+from lower_bound_oracle import epsilon_lower as oracle_epsilon_lower  # the independent oracle: numpy/scipy only
 
 
 def _load(name: str):
@@ -30,8 +31,6 @@ def _load(name: str):
 
 aw = _load("adaptive_worst")
 bc = _load("base_ceiling")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import lower_bound_oracle  # noqa: E402  (the independent oracle: numpy/scipy only)
 
 _SI15 = math.sqrt(fisher_information(1.5))
 
@@ -97,7 +96,7 @@ def test_fixed_shape_brackets_the_librarys_prv_and_the_independent_oracle():
         recs[d] = rec
     lo, hi, _, _ = aw._eps_both(recs, delta)
     prv = bc._eps((("one", GGPair(1.0, 1.5)),), q, steps, delta)
-    oracle = lower_bound_oracle.epsilon_lower([(1.0, q, steps, 1.5)], delta, (1.0,))
+    oracle = oracle_epsilon_lower([(1.0, q, steps, 1.5)], delta, (1.0,))
     assert lo <= prv
     assert oracle <= hi
     assert hi - lo < 0.01
