@@ -30,7 +30,7 @@ V(e^t·x), convex and non-increasing (V is a supremum of hockey-stick curves, co
 replaces a step's atoms by a law on the grid points x_j = e^{−jh} below them in the decreasing convex order
 (:func:`contract_to_grid`: groups of consecutive atoms, each moved to its barycentre, then up to a grid point), and
 the upper end splits each atom between its two grid neighbours by the chord (connect the dots). Both cost O(h²) per
-step (rounding each atom's loss down to the grid would cost O(h): 0.36 against 0.58 at h = 0.008, T = 100). Outside
+step (rounding each atom's loss down to the grid would cost O(h) per step; docs: Lemma A4). Outside
 the grid V ≥ (1 − e^t)_+ and V ≥ 0 (lower), V ≤ 1 and V ≤ W⁺(t_max) (upper). V is written as B + R, B = (1 − e^t)_+,
 whose convolution with a kernel is summed directly (long double suffix sums), so the FFT's round-off bound scales
 with ‖R‖, not with the ~1/h ones of B. The lower end is a rigorous lower bound on the truth wherever every shape is
