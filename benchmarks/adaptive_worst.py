@@ -25,7 +25,7 @@ without the max.
 **Discretization** (Lemmas A2–A4). Each shape's loss laws are bounded on a fine grid h_c of ℓ through their survival
 functions (lower: survival ≤ the exact one at every grid point, sub-probability; upper: ≥, the rest of the mass at
 +∞), composed over coordinates by FFT with the round-off bound of :func:`.checks.fft_convolution_error` taken off
-(lower) or added (upper). V lives on the grid t_i = (i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) =
+(lower) or added (upper), plainly and under the tilts e^{±ℓ} (each cell the least error). V lives on the grid t_i = (i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) =
 V(e^t·x), convex and non-increasing (V is a supremum of hockey-stick curves, convex in α = e^t); so the lower end
 replaces a step's atoms by a law on the grid points x_j = e^{−jh} below them in the decreasing convex order
 (:func:`contract_to_grid`: groups of consecutive atoms, each moved to its barycentre, then up to a grid point), and
@@ -39,7 +39,8 @@ a shape of the ball (limits: over every dimension, Lemma A5); the upper end boun
 :mod:`.gg_pair` (SF_RTOL) and :func:`.checks.fft_eta`.
 
 Subcommands: ``run`` (one setting: the fixed shapes, mixtures of the worst pairs, the adaptive recursion, both
-directions) and ``grid`` (the same at several h, to see the discretization converge). Run one job at a time with
+directions), ``grid`` (the same at several h, to see the discretization converge) and ``envelope`` (the PRV of the
+family's envelope pair by the library: the upper-side floor of a per-step dominating pair). Run one job at a time with
 ``OMP_NUM_THREADS=1``; the commands of the docs' numbers are listed there.
 """
 
