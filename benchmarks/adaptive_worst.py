@@ -265,7 +265,8 @@ def shape_laws(shape: Shape, beta: float, hc: float) -> ShapeLaws:
 def _g(v: np.ndarray, q: float) -> np.ndarray:
     """g(v) = log(1 − q + qe^v): log1p(q·expm1(v)), and v + log q + log1p((1 − q)/q·e^{−v}) above 700."""
     big = v > 700.0
-    out = np.log1p(q * np.expm1(np.minimum(v, 700.0)))
+    with np.errstate(divide="ignore"):  # q = 1 and v far below: log(0) = −∞, the loss of that mass (dropped or moved up)
+        out = np.log1p(q * np.expm1(np.minimum(v, 700.0)))
     out[big] = v[big] + math.log(q) + np.log1p((1.0 - q) / q * np.exp(-v[big]))
     return out
 
