@@ -107,7 +107,7 @@ def test_adaptive_value_is_monotone_in_the_number_of_steps():
     shapes = [aw.Shape("limit", (), _SI15), aw.Shape("one", ((1.0, 1),))]
     rec, _ = _recursion(shapes, 1.5, 0.05, 2e-3, -8.0, 8.0)
     prev_lo, prev_eps = rec.lo.copy(), -math.inf
-    for block in range(3):
+    for _ in range(3):
         for _ in range(10):
             rec.step()
         assert np.all(rec.lo >= prev_lo)
@@ -188,7 +188,7 @@ def test_grid_contraction_is_below_in_the_decreasing_convex_order():
     # constant) Σ ν_j ψ_y(e^{−jh}) ≤ Σ_a m_a ψ_y(e^{−u_a}) at every y, and the mass is not raised; for a smooth ψ
     # (e^{−3x}) the gap is second order in h (a quarter when h halves, within a factor 1.6; a hockey stick's own gap
     # is first order where y falls inside a group)
-    # (dense atoms, spacing 10⁻⁶ as in the kernels: a group's barycentre overshoots its grid point by about one atom,
+    # (dense atoms, as in the kernels, spacing 10⁻⁶: a group's barycentre overshoots its grid point by about one atom,
     # a first-order term in the atoms' spacing that sparse atoms would make dominate)
     rng = np.random.default_rng(7)
     u = np.arange(-0.05, 0.5, 1e-6)
