@@ -25,12 +25,13 @@ without the max.
 **Discretization** (Lemmas A2–A4). Each shape's loss laws are bounded on a fine grid h_c of ℓ through their survival
 functions (lower: survival ≤ the exact one at every grid point, sub-probability; upper: ≥, the rest of the mass at
 +∞), composed over coordinates by FFT with the round-off bound of :func:`.checks.fft_convolution_error` taken off
-(lower) or added (upper), plainly and under the tilts e^{±ℓ} (each cell the least error). V lives on the grid t_i = (i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) =
-V(e^t·x), convex and non-increasing (V is a supremum of hockey-stick curves, convex in α = e^t); so the lower end
+(lower) or added (upper), plainly and under the tilts e^{±ℓ} (each cell the least error). V lives on the grid t_i =
+(i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) = V(e^t·x), convex and non-increasing (V is a supremum of hockey-stick curves, convex in α = e^t); so the lower end
 replaces a step's atoms by a law on the grid points x_j = e^{−jh} below them in the decreasing convex order
 (:func:`contract_to_grid`: groups of consecutive atoms, each moved to its barycentre, then up to a grid point), and
 the upper end splits each atom between its two grid neighbours by the chord (connect the dots). Both cost O(h²) per
-step (rounding each atom's loss down to the grid would cost O(h) per step; docs: Lemma A4). Outside
+step where a step's masses vary slowly over a cell (rounding each atom's loss down to the grid would cost O(h); in
+steep tails the contraction's groups widen and the lower end loses more: docs, Lemma A4 and Table C). Outside
 the grid V ≥ (1 − e^t)_+ and V ≥ 0 (lower), V ≤ 1 and V ≤ W⁺(t_max) (upper). V is written as B + R, B = (1 − e^t)_+,
 whose convolution with a kernel is summed directly (long double suffix sums), so the FFT's round-off bound scales
 with ‖R‖, not with the ~1/h ones of B. The lower end is a rigorous lower bound on the truth wherever every shape is
@@ -265,7 +266,7 @@ def shape_laws(shape: Shape, beta: float, hc: float) -> ShapeLaws:
 def _g(v: np.ndarray, q: float) -> np.ndarray:
     """g(v) = log(1 − q + qe^v): log1p(q·expm1(v)), and v + log q + log1p((1 − q)/q·e^{−v}) above 700."""
     big = v > 700.0
-    with np.errstate(divide="ignore"):  # q = 1 and v far below: log(0) = −∞, the loss of that mass (dropped or moved up)
+    with np.errstate(divide="ignore"):  # q = 1, v far below: log(0) = −∞, the loss of that mass (dropped or moved up)
         out = np.log1p(q * np.expm1(np.minimum(v, 700.0)))
     out[big] = v[big] + math.log(q) + np.log1p((1.0 - q) / q * np.exp(-v[big]))
     return out
