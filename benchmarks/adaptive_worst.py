@@ -26,18 +26,18 @@ without the max.
 functions (lower: survival ≤ the exact one at every grid point, sub-probability; upper: ≥, the rest of the mass at
 +∞), composed over coordinates by FFT with the round-off bound of :func:`.checks.fft_convolution_error` taken off
 (lower) or added (upper), plainly and under the tilts e^{±ℓ} (each cell the least error). V lives on the grid t_i =
-(i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) = V(e^t·x), convex and non-increasing (V is a supremum of hockey-stick curves, convex in α = e^t); so the lower end
-replaces a step's atoms by a law on the grid points x_j = e^{−jh} below them in the decreasing convex order
-(:func:`contract_to_grid`: groups of consecutive atoms, each moved to its barycentre, then up to a grid point), and
-the upper end splits each atom between its two grid neighbours by the chord (connect the dots). Both cost O(h²) per
-step where a step's masses vary slowly over a cell (rounding each atom's loss down to the grid would cost O(h); in
-steep tails the contraction's groups widen and the lower end loses more: docs, Lemma A4 and Table C). Outside
-the grid V ≥ (1 − e^t)_+ and V ≥ 0 (lower), V ≤ 1 and V ≤ W⁺(t_max) (upper). V is written as B + R, B = (1 − e^t)_+,
-whose convolution with a kernel is summed directly (long double suffix sums), so the FFT's round-off bound scales
-with ‖R‖, not with the ~1/h ones of B. The lower end is a rigorous lower bound on the truth wherever every shape is
-a shape of the ball (limits: over every dimension, Lemma A5); the upper end bounds the family's own adaptive value
-(the discretization's other side: NOT a bound on the truth). Both assume the tail functions' error models of
-:mod:`.gg_pair` (SF_RTOL) and :func:`.checks.fft_eta`.
+(i − i_0)h. With x = e^{−L}, E_ω[V(t − L)] = E[ψ(x)] for ψ(x) = V(e^t·x), convex and non-increasing (V is a supremum
+of hockey-stick curves, convex in α = e^t); so the lower end replaces a step's atoms by a law on the grid points x_j
+= e^{−jh} below them in the decreasing convex order (:func:`contract_to_grid`: groups of consecutive atoms, each
+moved to its barycentre, then up to a grid point), and the upper end splits each atom between its two grid
+neighbours by the chord (connect the dots). Both cost O(h²) per step where a step's masses vary slowly over a cell
+(rounding each atom's loss down to the grid would cost O(h); in steep tails the contraction's groups widen and the
+lower end loses more: docs, Lemma A4 and Table C). Outside the grid V ≥ (1 − e^t)_+ and V ≥ 0 (lower), V ≤ 1 and V ≤
+W⁺(t_max) (upper). V is written as B + R, B = (1 − e^t)_+, whose convolution with a kernel is summed directly (long
+double suffix sums), so the FFT's round-off bound scales with ‖R‖, not with the ~1/h ones of B. The lower end is a
+rigorous lower bound on the truth wherever every shape is a shape of the ball (limits: over every dimension, Lemma
+A5); the upper end bounds the family's own adaptive value (the discretization's other side: NOT a bound on the
+truth). Both assume the tail functions' error models of :mod:`.gg_pair` (SF_RTOL) and :func:`.checks.fft_eta`.
 
 Subcommands: ``run`` (one setting: the fixed shapes, mixtures of the worst pairs, the adaptive recursion, both
 directions), ``grid`` (the same at several h, to see the discretization converge) and ``envelope`` (the PRV of the
