@@ -113,9 +113,11 @@ def _pow_block_sums_(c: torch.Tensor, p: float, buf: torch.Tensor, tmp: torch.Te
         a, s = buf.numpy(), tmp.numpy()
         np.abs(c.numpy(), out=a)
         np.sqrt(a, out=s)
-        if p == 2.5:
-            np.multiply(s, a, out=s)
-        np.vecdot(a, s, out=out.numpy())
+        # a sum past the chunk dtype's range is +inf: the caller sees it and takes the rescaled path (no warning)
+        with np.errstate(over="ignore"):
+            if p == 2.5:
+                np.multiply(s, a, out=s)
+            np.vecdot(a, s, out=out.numpy())
         return
     if p == 2.0:
         torch.linalg.vector_norm(c, 2, dim=-1, out=out)
