@@ -32,6 +32,7 @@ from opacus_gg.accountants.ball_prv import Swapped
 from opacus_gg.accountants.gg_pair import GGPair
 from opacus_gg.accountants.history import PairSegment
 from test_accountant_spreads import _h_two
+from test_ball_table import _sphere_shapes  # p-mass shapes of d ≤ 3 on a grid (tested there)
 
 #: coarse: 32 mass steps, cells of ratio 1.05 above 0.3m (the fast tests; ~1 s per table)
 COARSE = CountSpec(mass_steps=32, ratio_high=1.05, h=0.02)
@@ -196,17 +197,6 @@ def test_table_bound_above_the_dimension_limit_warns_and_publishes_the_renyi_bou
 
 
 # ---- slow: brute force at d ≤ 3, and the issue's setting -------------------------------------------------------
-
-
-def _sphere_shapes(step: int = 10):
-    """p-mass shapes (w1 ≥ w2 ≥ w3 ≥ 0, Σ w = 1) on a grid of 1/step, zeros dropped."""
-    out = []
-    for i in range(step, 0, -1):
-        for j in range(min(i, step - i), -1, -1):
-            k = step - i - j
-            if k <= j:
-                out.append(tuple(w / step for w in (i, j, k) if w > 0))
-    return out
 
 
 @pytest.mark.slow
