@@ -222,12 +222,7 @@ def count_table(m: float, beta: float, p: float, dim: int, spec: Optional[CountS
     """:func:`build_count_table`, kept for the process and on disk (:mod:`.table_cache`, keyed also by d and the
     spec's count-table fields)."""
     spec = CountSpec() if spec is None else spec
-    key = table_cache.table_key(m, beta, p, spec, dim=dim)
-    hit = table_cache.load(key)
-    if hit is not None:
-        top, meta = hit
-        return CountTable(top=top, roundoff=meta["roundoff"], m=m, beta=beta, p=p, spec=spec,
-                          states=int(meta["states"]), seconds=float(meta["seconds"]), dim=dim)
-    tab = build_count_table(m, beta, p, dim, spec)
-    table_cache.save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds})
-    return tab
+    return table_cache.load_or_build(
+        table_cache.table_key(m, beta, p, spec, dim=dim), lambda: build_count_table(m, beta, p, dim, spec),
+        lambda top, roundoff, states, seconds: CountTable(top=top, roundoff=roundoff, m=m, beta=beta, p=p, spec=spec,
+                                                          states=states, seconds=seconds, dim=dim))

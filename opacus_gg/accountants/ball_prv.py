@@ -460,11 +460,6 @@ def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None
     (:mod:`.table_cache`: keyed by the exact parameters, the spec and the code; read back through the pair's own
     checks); ``spec`` None: :func:`default_spec` of (p, β)."""
     spec = default_spec(p, beta) if spec is None else spec
-    key = table_cache.table_key(m, beta, p, spec)
-    hit = table_cache.load(key)
-    if hit is not None:
-        top, meta = hit
-        return BallTable(top, meta["roundoff"], m, beta, p, spec, int(meta["states"]), float(meta["seconds"]))
-    tab = build_table(m, beta, p, spec)
-    table_cache.save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds})
-    return tab
+    return table_cache.load_or_build(
+        table_cache.table_key(m, beta, p, spec), lambda: build_table(m, beta, p, spec),
+        lambda top, roundoff, states, seconds: BallTable(top, roundoff, m, beta, p, spec, states, seconds))

@@ -26,13 +26,13 @@ import platform
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 import numpy as np
 
 from .discrete import DiscretePair
 
-__all__ = ["CACHE_ENV", "cache_dir", "table_key", "load", "save"]
+__all__ = ["CACHE_ENV", "cache_dir", "table_key", "load", "save", "load_or_build"]
 
 #: environment variable naming the cache's parent directory ("off": no disk cache)
 CACHE_ENV = "OPACUS_GG_CACHE"
@@ -106,9 +106,9 @@ def _path(key: Dict[str, Any]) -> Optional[Path]:
     return d / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:40] + ".npz")
 
 
-def load(key: Dict[str, Any]) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
+def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
     """(top pair, metadata) of the table stored under ``key``, or None (no cache, no file, or an unusable file:
-    then a warning, and the caller rebuilds)."""
+    then a warning, at ``stacklevel``, and the caller rebuilds)."""
     path = _path(key)
     if path is None or not path.is_file():
         return None
@@ -127,14 +127,14 @@ def load(key: Dict[str, Any]) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
             raise ValueError(f"its round-off C is not a small non-negative number: {meta.get('roundoff')!r}")
     except Exception as e:  # noqa: BLE001 - any unreadable file is rebuilt, never used
         warnings.warn(f"ball table cache: {path} is not usable ({type(e).__name__}: {e}); rebuilding the table",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=stacklevel)
         return None
     return pair, meta
 
 
-def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any]) -> Optional[Path]:
+def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any], stacklevel: int = 3) -> Optional[Path]:
     """Store ``pair`` and ``meta`` under ``key`` (atomic: a temporary file renamed); None without a cache or when
-    the directory is not writable (then a warning; the table is still used)."""
+    the directory is not writable (then a warning, at ``stacklevel``; the table is still used)."""
     path = _path(key)
     if path is None:
         return None
@@ -150,6 +150,23 @@ def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any]) -> Optio
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
         warnings.warn(f"ball table cache: could not write {path} ({e}); the table is used but not kept",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=stacklevel)
         return None
     return path
+
+
+_Table = TypeVar("_Table")
+
+
+def load_or_build(key: Dict[str, Any], build: Callable[[], _Table],
+                  restore: Callable[[DiscretePair, float, int, float], _Table]) -> _Table:
+    """The table stored under ``key``, as ``restore(top, roundoff, states, seconds)``, or else ``build()`` (a table
+    with ``top``, ``roundoff``, ``states`` and ``seconds``), stored under ``key`` (:func:`load`, :func:`save`; their
+    warnings name the caller of the table's own cached function)."""
+    hit = load(key, stacklevel=4)
+    if hit is not None:
+        top, meta = hit
+        return restore(top, meta["roundoff"], int(meta["states"]), float(meta["seconds"]))
+    tab = build()
+    save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds}, stacklevel=4)
+    return tab
