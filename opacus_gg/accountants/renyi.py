@@ -331,9 +331,9 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
         g1 = t_a ** (beta - 1.0)
         g1 *= np.abs(n_a)
-        t_a = t_0 ** (beta - 1.0)
-        t_a *= np.abs(n_0)
-        g1 += t_a
+        g1_0 = t_0 ** (beta - 1.0)
+        g1_0 *= np.abs(n_0)
+        g1 += g1_0
         g1 *= t_0
         np.abs(pa, out=pa)
         np.abs(p0, out=p0)
