@@ -20,6 +20,7 @@ import functools
 import re
 from fractions import Fraction
 
+import mpmath as mp
 import numpy as np
 import pytest
 
@@ -108,6 +109,130 @@ def test_count_spec_refuses_bad_fields_and_the_scope_is_p_above_two_at_small_dim
     assert not count_table_applies(3.0, 1.0, 10)
     with pytest.raises(ValueError, match="dim"):
         build_count_table(1.0, 3.0, 3.0, COUNT_DIM_MAX + 1, COARSE)
+
+
+# ---- Lemmas T1c, T3c in exact arithmetic: the recursion's GG factors cover every shift of the ball ---------------
+
+
+class _Factors:
+    """A stand-in for a pair of the recursion: its alternatives, each the shifts of one product of GG factors (sorted
+    decreasingly, padded with 0 = no coordinate to d entries), those below another entry by entry dropped (Lemmas A,
+    B: a product of larger shifts dominates). compose = every product of two alternatives, the envelope the union."""
+
+    def __init__(self, alts: np.ndarray) -> None:
+        alts = np.unique(alts, axis=0)
+        alts = alts[np.lexsort(alts.T[::-1])[::-1]]
+        keep = []
+        for a in alts:  # dominated: some kept row is ≥ it entry by entry (lexicographic order: those come first)
+            if not keep or not np.any(np.all(np.array(keep) >= a, axis=1)):
+                keep.append(a)
+        self.alts = np.array(keep)
+
+    def compose(self, other: "_Factors", keep_transform: bool = False) -> "_Factors":
+        d = self.alts.shape[1]
+        prod = np.concatenate([np.repeat(self.alts, len(other.alts), axis=0),
+                               np.tile(other.alts, (len(self.alts), 1))], axis=1)
+        prod = -np.sort(-prod, axis=1)
+        assert not np.any(prod[:, d:]), "a product of more than d factors"
+        return _Factors(prod[:, :d])
+
+
+def _symbolic_top(monkeypatch, m: float, p: float, dim: int, spec: CountSpec) -> np.ndarray:
+    """The alternatives of E(N, J, d) as build_count_table runs the recursion (its states, normalization, charges
+    and caps), with each pair replaced by its :class:`_Factors`."""
+    from opacus_gg.accountants import ball_count
+
+    def gg(shift, beta):
+        return _Factors(np.array([[shift] + [0.0] * (dim - 1)]))
+
+    def envelope(pairs, t, grid):
+        return _Factors(np.concatenate([x.alts for x in pairs])), 0.0
+
+    with monkeypatch.context() as mp:
+        for name, value in (("GGPair", gg), ("envelope_pair", envelope), ("loss_grid", lambda *a: None),
+                            ("_Grid", lambda t: None), ("CountTable", lambda **kw: kw)):
+            mp.setattr(ball_count, name, value)
+        return build_count_table(m, 3.0, p, dim, spec)["top"].alts
+
+
+def _ball_shapes(ks, n_steps: int, dim: int, rng: np.random.Generator, draws: int) -> list:
+    """p-masses w (Fractions of m^p, Σw ≤ 1) of shifts in the ball: k equal coordinates; one coordinate exactly on,
+    or 10⁻⁹ above, a lattice point (or its k-th part) with the rest equal; r such coordinates, alone or beside one
+    holding the rest of the mass; random compositions of such values and of random fractions."""
+    tiny = Fraction(1, 10 ** 9)
+    lattice = [Fraction(k, n_steps * r) for k in ks for r in range(1, dim + 1)]
+    lattice += [x + tiny for x in lattice]
+    out = [[Fraction(1, n)] * n for n in range(1, dim + 1)]
+    for a in lattice:
+        out += [[a]] + [[a] + [(1 - a) / (n - 1)] * (n - 1) for n in range(2, dim + 1)]
+        out += [[a] * r for r in range(2, dim + 1)] + [[1 - r * a] + [a] * r for r in range(1, dim)]
+    for _ in range(draws):
+        n = int(rng.integers(1, dim + 1))
+        w, left = [], Fraction(1)
+        for i in range(n):
+            x = (Fraction(lattice[int(rng.integers(len(lattice)))]) if rng.random() < 0.5
+                 else left * Fraction(int(rng.integers(1, 1001)), 1000))
+            if i == n - 1 or rng.random() < 0.3:
+                w += [left / (n - i)] * (n - i) if rng.random() < 0.7 else [min(x, left)]
+                break
+            x = min(x, left)
+            w.append(x)
+            left -= x
+        out.append(w)
+    return [w for w in out if all(x >= 0 for x in w) and sum(w) <= 1]
+
+
+def _uncovered(alts: np.ndarray, m: float, p: float, shapes: list) -> list:
+    """The shapes no alternative covers: μ sorted decreasingly ≤ the alternative's shifts entry by entry, decided
+    exactly: μ_k ≤ s ⇔ w_k ≤ (s/m)^p, the power at 50 digits, both sides' floats moved 2 ulps against covering."""
+    mp.mp.dps = 50
+    u = 2.0 ** -52
+    values = {float(s) for s in alts.ravel()}
+    thr = {s: float(mp.power(mp.mpf(s) / mp.mpf(m), mp.mpf(p))) * (1 - u) for s in values}
+    t = np.vectorize(thr.get)(alts)
+    d = alts.shape[1]
+    bad = []
+    for w in shapes:
+        x = np.zeros(d)
+        ws = sorted((float(v) for v in w), reverse=True)
+        if len(ws) > d or not np.any(np.all(np.array(ws + [0.0] * (d - len(ws)))[None, :] * (1 + u) <= t, axis=1)):
+            bad.append(w)
+    return bad
+
+
+#: (p, mass_steps, base_steps, dims, m)
+COVER_FAST = [(2.01, 16, 1, (1, 2, 4), 1.0), (3.0, 32, 3, (2, 3), 0.37), (7.0, 24, 1, (2, 4), 3.1)]
+COVER_SLOW = [(p, n, b, (1, 2, 3, 4, 8), m) for p in (2.01, 2.5, 3.0, 7.0) for n, b in ((16, 1), (32, 3), (24, 1))
+              for m in (1.0, 0.37, 3.1)] + [(p, 16, 1, (32,), 1.0) for p in (2.01, 3.0, 7.0)]
+
+
+def _check_cover(monkeypatch, p, n_steps, base, dims, m, draws):
+    spec = CountSpec(mass_steps=n_steps, base_steps=base, ratio_high=1.05, ratio_low=1.2)
+    ks = mass_lattice(p, spec)
+    rng = np.random.default_rng((20261129, n_steps, base))
+    for dim in dims:
+        alts = _symbolic_top(monkeypatch, m, p, dim, spec)
+        shapes = _ball_shapes(ks, n_steps, dim, rng, draws)
+        assert not _uncovered(alts, m, p, shapes), (p, n_steps, base, dim, m, _uncovered(alts, m, p, shapes)[:3])
+
+
+@pytest.mark.parametrize("p, n_steps, base, dims, m", COVER_FAST)
+def test_the_recursion_covers_every_shift_of_the_ball_in_exact_arithmetic(monkeypatch, p, n_steps, base, dims, m):
+    """Lemmas T1c and T3c without floating-point pairs: build_count_table run with every pair replaced by the set of
+    GG-shift products it envelopes (its states, normalization, charges and rounded-up caps as they are), and every
+    shift of the ball checked exactly against them (p just above 2 and far above it, base_steps 1 and 3, m below and
+    above 1, d from 1): equal spreads, coordinates exactly on and just above the mass lattice's points beside equal
+    rests, random compositions; some product's shifts are ≥ the shift's sorted coordinates. (It fails where a cap is
+    rounded down by 10⁻⁹, a rest is read one cell too low, or a Base cap is 10 % too small.)"""
+    _check_cover(monkeypatch, p, n_steps, base, dims, m, draws=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p, n_steps, base, dims, m", COVER_SLOW)
+def test_the_recursion_covers_every_shift_of_the_ball_in_exact_arithmetic_sweep(monkeypatch, p, n_steps, base, dims,
+                                                                                  m):
+    """The fast test's check over p ∈ {2.01, 2.5, 3, 7}, three lattices, m ∈ {1, 0.37, 3.1}, d ≤ 8, and d = 32."""
+    _check_cover(monkeypatch, p, n_steps, base, dims, m, draws=1000)
 
 
 # ---- the top pair dominates explicit shapes (one step, exact or oracle references) -----------------------------
