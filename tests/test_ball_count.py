@@ -89,6 +89,23 @@ def test_cells_lie_on_the_mass_lattice_and_their_caps_are_rounded_up(p):
             assert ratio <= spec.ratio_high * (1 + 1e-12) or b == a + 1, (a, b)
 
 
+@pytest.mark.parametrize("p", [2.01, 2.5, 3.0, 7.3, 33.0])
+def test_caps_are_rounded_up_at_fifty_digits_for_any_p(p):
+    """Every cap the build computes (the default and a 4096-step lattice; the Base's (k_0/k)-th parts for k ≤ 32):
+    c^p ≥ (k/N)·m^p at 50 digits, with the same float inputs (m, p as given), and c within 10⁻¹¹ of the exact
+    value: p just above 2 and far above it, m below and above 1."""
+    mp.mp.dps = 50
+    for n_steps, base in ((256, 1), (4096, 3)):
+        ks = mass_lattice(p, CountSpec(mass_steps=n_steps, base_steps=base))
+        fractions = [Fraction(k) for k in ks] + [Fraction(i, k) for i in range(1, base + 1) for k in range(1, 33)]
+        for m in (0.37, 1.0, 3.1):
+            for k in fractions:
+                c = cap(m, float(k) if k.denominator > 1 else int(k), n_steps, p)
+                exact = mp.mpf(m) * mp.power(mp.mpf(k.numerator) / (mp.mpf(k.denominator) * n_steps), 1 / mp.mpf(p))
+                assert mp.mpf(c) ** mp.mpf(p) >= mp.mpf(k.numerator) / (k.denominator * n_steps) * mp.mpf(m) ** p
+                assert mp.mpf(c) <= exact * (1 + mp.mpf("1e-11")), (m, k)
+
+
 def test_reachable_states_are_normalized_and_each_reads_a_smaller_cell_or_count():
     ks = mass_lattice(3.0, COARSE)
     deps = reachable_states(ks, 4)
