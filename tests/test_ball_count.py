@@ -208,7 +208,8 @@ def _ball_shapes(ks, n_steps: int, dim: int, rng: np.random.Generator, draws: in
 
 def _uncovered(alts: np.ndarray, m: float, p: float, shapes: list) -> list:
     """The shapes no alternative covers: μ sorted decreasingly ≤ the alternative's shifts entry by entry, decided
-    exactly: μ_k ≤ s ⇔ w_k ≤ (s/m)^p, the power at 50 digits, both sides' floats moved 2 ulps against covering."""
+    rigorously: μ_k ≤ s ⇔ w_k ≤ (s/m)^p, the power at 50 digits, both sides' floats moved 2 ulps against covering
+    (a shape is called covered only if it is; the cells' margins are ~10⁻¹², far above the ulps)."""
     mp.mp.dps = 50
     u = 2.0 ** -52
     values = {float(s) for s in alts.ravel()}
@@ -217,7 +218,6 @@ def _uncovered(alts: np.ndarray, m: float, p: float, shapes: list) -> list:
     d = alts.shape[1]
     bad = []
     for w in shapes:
-        x = np.zeros(d)
         ws = sorted((float(v) for v in w), reverse=True)
         if len(ws) > d or not np.any(np.all(np.array(ws + [0.0] * (d - len(ws)))[None, :] * (1 + u) <= t, axis=1)):
             bad.append(w)
