@@ -243,6 +243,29 @@ def test_per_layer_norms_equal_per_tensor_norms(p, path):
         assert (ours.numpy() >= ref).all() and (ours.numpy() <= ref * (1 + 1e-4)).all()
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("p", [1.5, 2.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_half_power_block_sums_past_range_give_the_rescaled_upper_bound_and_a_nan_is_refused(p, dtype, path):
+    """The half powers' block sums made quiet past their dtype's range (main da1e28d): a row whose sum overflows,
+    or one entry near the dtype's max, gets the rescaled path's bound, finite and ≥ the float64 norm (within its
+    1 + 4ε);
+    a NaN entry leaves its row's norm non-finite, so check_finite refuses the batch (no finite number for it)."""
+    big = float(torch.finfo(dtype).max) / 2
+    g = torch.ones(3, 3000, dtype=dtype)
+    g[0, :] = big  # Σ|x|^p far past the dtype's range
+    g[1, 7] = big
+    norms = per_sample_norms([g], p)
+    ref = _ref_norm([g], p)
+    slack = 1e-4 + 4 * torch.finfo(dtype).eps  # the rescaled path's (1 + 4ε): M_i rounded to the dtype
+    assert torch.isfinite(norms).all() and (norms.numpy() >= ref).all() and (norms.numpy() <= ref * (1 + slack)).all()
+    g[2, 3] = float("nan")
+    norms = per_sample_norms([g], p)
+    assert not torch.isfinite(norms[2])
+    with pytest.raises(FloatingPointError, match="NaN or inf"):
+        check_finite(norms)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_numpy_sqrt_is_correctly_rounded(dtype):
     """The CPU half powers use numpy's sqrt (see clipping._pow_block_sums_); their error analysis assumes one

@@ -142,6 +142,26 @@ def test_ball_table_base_moment_bound_past_float_range_is_capped_at_one_without_
     assert 0.0 < got[2] < 1.0  # at log α = 500 order 2 is finite and small
 
 
+def test_ball_table_base_moment_bound_overflow_hides_no_finite_order_and_keeps_a_nan():
+    """The overflow made quiet (main 11cd587) is +∞ only in the orders whose exponent is past float range: where
+    another order is finite the bound is that order's rounded-up value (≥ the 40-digit exact minimum, within 1e-12),
+    not 1; a NaN rate (no bound) stays NaN, never 1 or a finite number, and raises no warning on the way."""
+    import warnings
+
+    rates, orders = np.array([0.1, 40.0]), [2, 64]
+    log_alpha = np.array([5.0, 10.0, 20.0])  # order 64's exponent 2000 − 5.2 − 63·log α > 710: +∞ at each
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = moment_curve_bound(50.0, rates, orders, log_alpha)
+        nan = moment_curve_bound(50.0, np.array([np.nan, 40.0]), orders, log_alpha)
+    with mp.workdps(40):
+        for g, la in zip(got, log_alpha):
+            exact = min(mp.mpf(1), min(mp.exp(50 * mp.mpf(float(r)) + (k - 1) * mp.log(k - 1) - k * mp.log(k)
+                                              - (k - 1) * mp.mpf(float(la))) for k, r in zip(orders, rates)))
+            assert mp.mpf(float(g)) >= exact and float(g) <= float(exact) * (1 + 1e-12), (la, g)
+    assert np.all(got < 1.0) and np.all(np.isnan(nan))
+
+
 def test_curve_split_dominates_the_exact_pair_in_both_orientations():
     """Lemma R10(a): the connect-the-dots pair of the rounded-up curve (what split_to_grid returns where C ≤
     CURVE_SPLIT_MAX_ROUNDOFF) has both curves ≥ the exact GG curve (40-digit mpmath: exact threshold and tails) at

@@ -6,11 +6,16 @@ unwritable without losing the table."""
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+import threading
+import warnings
 
 import numpy as np
 import pytest
 
-from opacus_gg.accountants import ball_prv, table_cache
+from opacus_gg.accountants import ball_count, ball_prv, table_cache
+from opacus_gg.accountants.ball_count import CountSpec
 from opacus_gg.accountants.api import _compose_tight, _validate_errors
 from opacus_gg.accountants.ball_prv import TableSpec
 from opacus_gg.accountants.history import PairSegment
@@ -112,3 +117,127 @@ def test_the_key_names_the_numerical_environment_and_no_sources_means_no_cache(c
     monkeypatch.setattr(table_cache, "code_hash", lambda: "")
     with pytest.warns(RuntimeWarning, match="sources are not readable"):
         assert table_cache.load(table_cache.table_key(*ARGS)) is None
+
+
+# ---- the count tables (ball_count.count_table) through table_cache.load_or_build --------------------------------
+
+#: two small count tables (~0.5 s each) that differ in every key input
+COUNT_A = (0.5, 3.0, 3.0, 2, CountSpec(mass_steps=32, ratio_high=1.05, h=0.02))
+COUNT_B = (0.625, 2.5, 2.5, 3, CountSpec(mass_steps=24, ratio_high=1.1, ratio_low=1.1, high_from=0.4, base_steps=2,
+                                         h=0.025, half_width=9.0, tail=1e-12))
+
+
+def _count_key(m, beta, p, dim, spec):
+    return table_cache.table_key(m, beta, p, spec, dim=dim)
+
+
+def _count_from_disk_only(monkeypatch, args):
+    monkeypatch.setattr(ball_count, "build_count_table", lambda *a: pytest.fail("built instead of read from disk"))
+    return ball_count.count_table.__wrapped__(*args)
+
+
+def test_a_count_table_is_read_only_under_its_own_key(cache, monkeypatch):
+    """Two count tables built and stored; a key with any one input of A's (m, β, p, d, each spec field) taken from B
+    finds no file, and A's file put under that key's name is refused (its stored key differs), with a warning; a p ≤ 2
+    table's key (no d) never names a count table's file."""
+    a = ball_count.count_table.__wrapped__(*COUNT_A)
+    b = ball_count.count_table.__wrapped__(*COUNT_B)
+    key_a, key_b = _count_key(*COUNT_A), _count_key(*COUNT_B)
+    assert table_cache.load(key_a) is not None and table_cache.load(key_b) is not None
+    swaps = [COUNT_A[:k] + (COUNT_B[k],) + COUNT_A[k + 1:] for k in range(4)]
+    for f in dataclasses.fields(CountSpec):
+        swaps.append(COUNT_A[:4] + (dataclasses.replace(COUNT_A[4], **{f.name: getattr(COUNT_B[4], f.name)}),))
+    swaps = [s for s in swaps if s != COUNT_A]
+    assert len(swaps) == 4 + len(dataclasses.fields(CountSpec))  # B differs from A in every input
+    src = table_cache._path(key_a)
+    for s in swaps:
+        key = _count_key(*s)
+        assert key != key_a and table_cache._path(key) != src and table_cache.load(key) is None, s
+        dst = table_cache._path(key)
+        dst.write_bytes(src.read_bytes())
+        with pytest.warns(RuntimeWarning, match="its key differs"):
+            assert table_cache.load(key) is None, s
+        dst.unlink()
+    assert table_cache._path(table_cache.table_key(*COUNT_A[:3], COUNT_A[4])) != src
+    read = _count_from_disk_only(monkeypatch, COUNT_A)
+    assert np.array_equal(read.top.omega, a.top.omega) and read.dim == a.dim and read.roundoff == a.roundoff
+    assert not np.array_equal(b.top.omega, a.top.omega)
+
+
+def test_a_truncated_bit_flipped_or_incomplete_file_is_rebuilt_never_used(cache, monkeypatch):
+    """load_or_build (the count table's path): a file cut short, one bit of a mass flipped (numpy's zip CRC), a
+    metadata entry missing or not a number, or a file stored by another version of the code under this name: each
+    is refused with a warning and the table rebuilt (the same pair), never read and never an exception."""
+    built = ball_count.count_table.__wrapped__(*COUNT_A)
+    key = _count_key(*COUNT_A)
+    path = table_cache._path(key)
+    raw = path.read_bytes()
+    at = raw.find(built.top.omega.tobytes())
+    assert at > 0  # the masses are stored uncompressed: flip a mantissa bit of the largest one
+    flipped = bytearray(raw)
+    flipped[at + 8 * int(np.argmax(built.top.omega)) + 5] ^= 0x10
+    with np.load(path) as z:
+        fields = dict(z)
+    meta = json.loads(str(fields["meta"]))
+    variants = {"cut short": raw[: len(raw) // 2], "one bit flipped": bytes(flipped)}
+    for name, value in (("states", None), ("seconds", None), ("states", "many"), ("seconds", "long")):
+        m = dict(meta)
+        if value is None:
+            del m[name]
+        else:
+            m[name] = value
+        variants[f"meta {name} {value}"] = _npz_bytes({**fields, "meta": json.dumps(m)})
+    old_key = json.loads(str(fields["key"]))
+    old_key["code"] = "an older version of the library"
+    variants["another version's key"] = _npz_bytes({**fields, "key": json.dumps(old_key, sort_keys=True)})
+    for name, content in variants.items():
+        path.write_bytes(content)
+        with pytest.warns(RuntimeWarning, match="not usable"):
+            again = ball_count.count_table.__wrapped__(*COUNT_A)
+        assert np.array_equal(again.top.omega, built.top.omega) and again.roundoff == built.roundoff, name
+        assert path.read_bytes() != content, name  # stored again
+    assert _count_from_disk_only(monkeypatch, COUNT_A).states == built.states
+
+
+def _npz_bytes(fields) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **fields)
+    return buf.getvalue()
+
+
+def test_concurrent_writers_never_expose_a_partial_file(cache):
+    """Writers storing the same table at once (each through its own temporary file, renamed): a reader in between
+    finds either no file or the whole table, never a file it refuses."""
+    tab = ball_count.count_table.__wrapped__(*COUNT_A)
+    key = _count_key(*COUNT_A)
+    table_cache._path(key).unlink()
+    meta = {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds}
+    stop = threading.Event()
+    errors: list = []
+
+    def write():
+        while not stop.is_set():
+            table_cache.save(key, tab.top, meta)
+
+    def read():
+        for _ in range(200):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                try:
+                    hit = table_cache.load(key)
+                except Exception as e:  # noqa: BLE001 - recorded for the assertion below
+                    errors.append(e)
+                    continue
+            if hit is not None and not np.array_equal(hit[0].omega, tab.top.omega):
+                errors.append("another pair")
+    writers = [threading.Thread(target=write) for _ in range(3)]
+    for w in writers:
+        w.start()
+    try:
+        read()
+    finally:
+        stop.set()
+        for w in writers:
+            w.join()
+    assert not errors, errors[:3]
+    assert not list(cache.glob("*.tmp"))  # no temporary file left behind

@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
 import tempfile
@@ -113,7 +114,7 @@ def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePai
     if path is None or not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:  # closed also where np.load refuses it
             stored = json.loads(str(z["key"]))
             meta = json.loads(str(z["meta"]))
             if stored != json.loads(json.dumps(key)):
@@ -125,6 +126,11 @@ def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePai
                                 np.array(z["nu"], dtype=np.float64), float(z["p_inf"]), float(z["q_ninf"]), pair_c)
         if not (isinstance(meta.get("roundoff"), float) and 0.0 <= meta["roundoff"] < 1e-3):
             raise ValueError(f"its round-off C is not a small non-negative number: {meta.get('roundoff')!r}")
+        # what load_or_build restores besides the pair: a file without them is refused here, not a KeyError there
+        if not (type(meta.get("states")) is int and meta["states"] >= 1):
+            raise ValueError(f"its number of states is not a positive integer: {meta.get('states')!r}")
+        if not (type(meta.get("seconds")) in (int, float) and 0.0 <= meta["seconds"] < math.inf):
+            raise ValueError(f"its build time is not a non-negative number: {meta.get('seconds')!r}")
     except Exception as e:  # noqa: BLE001 - any unreadable file is rebuilt, never used
         warnings.warn(f"ball table cache: {path} is not usable ({type(e).__name__}: {e}); rebuilding the table",
                       RuntimeWarning, stacklevel=stacklevel)
