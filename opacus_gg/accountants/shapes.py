@@ -26,7 +26,7 @@ import functools
 import math
 from typing import List, Tuple
 
-from mpmath import mp
+from mpmath import libmp
 from mpmath.ctx_iv import MPIntervalContext
 
 from ..validation import shift_radius
@@ -59,12 +59,13 @@ def shape_ks(beta: float, dim: int, clip_norm_p: float) -> List[int]:
 
 
 def _least_float_above(x) -> float:
-    """The least float ≥ the upper end of the mpmath interval ``x`` (compared exactly: mpf against float)."""
-    hi = mp.make_mpf(x._mpi_[1])
-    f = float(hi)
-    while mp.mpf(f) < hi:
+    """The least float ≥ the upper end of the mpmath interval ``x``: converted rounding toward +∞, then checked in
+    exact comparisons (raw mpf values, independent of any mpmath context's precision)."""
+    hi = x._mpi_[1]
+    f = libmp.to_float(hi, rnd=libmp.round_ceiling)
+    while libmp.mpf_lt(libmp.from_float(f), hi):
         f = math.nextafter(f, math.inf)
-    while mp.mpf(math.nextafter(f, -math.inf)) >= hi:
+    while not libmp.mpf_lt(libmp.from_float(math.nextafter(f, -math.inf)), hi):
         f = math.nextafter(f, -math.inf)
     return f
 
