@@ -15,6 +15,7 @@ from opacus_gg.accountants import ball_rdp as br
 from opacus_gg.accountants.report import EpsilonReport
 from opacus_gg.accountants import renyi
 from opacus_gg.accountants.renyi import DEFAULT_ORDERS, log_moment, subsampled_rdp
+from opacus_gg.validation import shift_radius
 
 
 def _laplace_log_moment(j: int, a: float) -> float:
@@ -92,9 +93,12 @@ def test_dual_bound_dominates_every_sampled_shift(beta, d):
 
 
 def test_exact_cases_d1_and_p_inf():
+    """d = 1: L_j at m; p = ∞: d·L_j(m); m = 1/σ rounded up (1/0.7 as a float is below 1/0.7, the radius above)."""
+    m = shift_radius(0.7)
+    assert m > 1 / 0.7
     for beta in (1.5, 3.0):
-        assert br.ball_log_moment(4, 0.7, beta, 1, beta) == br.log_moment_upper(4, 1 / 0.7, beta)
-        assert br.ball_log_moment(4, 0.7, beta, 6, math.inf) >= 6 * br.log_moment_upper(4, 1 / 0.7, beta)
+        assert br.ball_log_moment(4, 0.7, beta, 1, beta) == br.log_moment_upper(4, m, beta)
+        assert br.ball_log_moment(4, 0.7, beta, 6, math.inf) >= 6 * br.log_moment_upper(4, m, beta)
 
 
 @pytest.mark.parametrize("beta", [1.2, 1.5])

@@ -155,7 +155,9 @@ def test_an_equal_spread_no_grid_certifies_says_its_reference_is_not_available()
     its pair is well conditioned (Lemma R10(b)); the published proven ε is unaffected (not a PRV number of the
     spreads) and, where the diagnostics are asked for, a warning says the equal-spread reference is not available,
     naming the step."""
-    with pytest.warns(UserWarning, match=r"over every equal spread.*is not available.*shift a=1e-12.*Lemma R10"):
+    # the shift is the least float ≥ 10^{−12} (validation.shift_radius, shapes.per_coordinate_shift)
+    with pytest.warns(UserWarning,
+                      match=r"over every equal spread.*is not available.*shift a=1\.0000000000000002e-12.*Lemma R10"):
         rep = compute_epsilon(noise_multiplier=1e6, beta=1.5, dim=10**6, clip_norm_p=1.0, diagnostics=True, **SETTING)
     assert rep.certified and rep.epsilon_equal_spreads is None and "Lemma R10" in rep.details["prv_failed"]
     assert rep.epsilon <= rep.details["epsilon_rdp"]

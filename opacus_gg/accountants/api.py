@@ -30,7 +30,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..validation import (BALL_BOUNDS, validate_ball_bound, validate_delta, validate_delta_error,
+from ..validation import (BALL_BOUNDS, shift_radius, validate_ball_bound, validate_delta, validate_delta_error,
                           validate_nonnegative, validate_positive)
 from .ball_count import COUNT_DIM_MAX, CountSpec, count_table, count_table_applies
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
@@ -213,7 +213,7 @@ def gaussian_dominated_history(segs: Sequence[Segment]) -> Optional[list]:
             return None
         p = s.clip_norm_p
         r = 1.0 if p <= 2.0 else math.exp((0.5 - 1.0 / p) * math.log(s.dim)) * (1.0 + 1e-12)
-        shift = gaussian_domination_constant(s.beta) * r / s.noise_multiplier
+        shift = gaussian_domination_constant(s.beta) * r * shift_radius(s.noise_multiplier)
         if s.count_shift is not None:
             shift = math.hypot(shift, s.count_shift)
         shift *= 1.0 + 1e-12
@@ -358,11 +358,11 @@ def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> 
         if is_certified(s.beta, s.dim, s.clip_norm_p):
             out.append(s)
         elif table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta):
-            tab = ball_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p,
+            tab = ball_table(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p,
                              default_spec(s.clip_norm_p, s.beta) if spec is None else spec)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         elif count_table_applies(s.clip_norm_p, s.count_noise_multiplier, s.dim):
-            tab = count_table(1.0 / s.noise_multiplier, s.beta, s.clip_norm_p, s.dim,
+            tab = count_table(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p, s.dim,
                               CountSpec() if COUNT_SPEC is None else COUNT_SPEC)
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         else:

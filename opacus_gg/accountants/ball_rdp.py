@@ -31,11 +31,12 @@ from scipy import special
 from . import renyi
 from .renyi import DEFAULT_ORDERS
 from .fisher import fisher_log_moments
-from ..validation import validate_delta
+from ..validation import shift_radius, validate_delta
 from .count_query import count_log_moments
 from .history import Segment, normalize_history
 from .report import EpsilonReport
 from .checks import AccountingError
+from .shapes import radius_power
 
 __all__ = [
     "log_moment_upper",
@@ -827,13 +828,13 @@ def _quadratic_bounds_by_order(requests: Dict[int, np.ndarray], beta: float,
 def _ball_log_moment_rounds(j: int, noise_multiplier: float, beta: float, dim: int, clip_norm_p: float):
     """The refinement of :func:`ball_log_moment` as a generator: it yields the shifts whose (L_j upper bounds,
     K bounds) it needs next, or its dual's chord bounds (:class:`_Chords`), is sent them, and returns the bound."""
-    m = 1.0 / noise_multiplier
+    m = shift_radius(noise_multiplier)
     p = clip_norm_p
     if dim == 1:
         return log_moment_upper(j, m, beta)
     if math.isinf(p):
         return dim * log_moment_upper(j, m, beta) * (1.0 + _FP_SLACK)
-    mp = m ** p
+    mp = radius_power(noise_multiplier, p)  # ≥ (1/σ)^p: the budget only grows
     s = 2.0 / p
     i_lo = _INITIAL_STEP * math.floor(_LATTICE * math.log2(min(m, 1e-3 / j)) / _INITIAL_STEP)
     i_hi = math.ceil(_LATTICE * math.log2(m))

@@ -22,6 +22,7 @@ from typing import Tuple
 
 import numpy as np
 
+from ..validation import shift_radius
 from .discrete import DiscretePair, compose_aligned, split_to_grid
 from .gg_pair import GGPair
 from .spreads import GRID_POINTS, spread_pairs
@@ -47,12 +48,20 @@ def count_pairs(noise_multiplier: float, beta: float, dim: int, clip_norm_p: flo
                 count_noise_multiplier: float) -> Tuple:
     """((label, pair), ...): :func:`.spreads.spread_pairs` with every pair multiplied by the count's pair
     (shift 1/count_noise_multiplier); the shape set of a step that also releases the noisy count."""
-    c = 1.0 / count_noise_multiplier
+    c = shift_radius(count_noise_multiplier)
     return tuple((label, count_pair_product(pair, c))
                  for label, pair in spread_pairs(noise_multiplier, beta, dim, clip_norm_p))
 
 
 def count_log_moments(max_order: int, count_noise_multiplier: float) -> np.ndarray:
-    r"""log E_Q[e^{jℓ}] = j(j−1)c²/2 of the count's Gaussian pair (c = 1/σ_c), j = 0 … ``max_order``."""
+    r"""log E_Q[e^{jℓ}] = j(j−1)c²/2 of the count's Gaussian pair (c = 1/σ_c), j = 0 … ``max_order``, rounded up:
+    c = :func:`.validation.shift_radius` (≥ 1/σ_c), then two rounded operations (c·c, its product with the exact
+    integer j(j−1) < 2^53; the halving is exact), each within a factor 1 ± u of exact (u = 2^{−53}); three steps
+    up by an ulp (each ≥ u times the value) restore ≥ the exact value: (1 − u)²(1 + 3u) ≥ 1."""
     j = np.arange(int(max_order) + 1, dtype=np.float64)
-    return j * (j - 1.0) / (2.0 * count_noise_multiplier ** 2)
+    c = shift_radius(count_noise_multiplier)
+    out = j * (j - 1.0) * (c * c) / 2.0
+    for _ in range(3):
+        out = np.nextafter(out, np.inf)
+    out[:2] = 0.0  # j = 0, 1: exactly 0
+    return out

@@ -23,6 +23,8 @@ from typing import Optional
 import numpy as np
 from scipy import special
 
+from ..validation import shift_radius
+
 __all__ = ["fisher_information", "fisher_applies", "fisher_log_moments"]
 
 _FP_SLACK = 1e-12  # relative round-up of c_j·m² (a few ulps are needed)
@@ -46,6 +48,6 @@ def fisher_log_moments(max_order: int, noise_multiplier: float, beta: float,
     ball for every d, where :func:`fisher_applies` (β = 1, p ≤ 2; I_1 = 1); None elsewhere."""
     if not fisher_applies(beta, clip_norm_p):
         return None
-    m = 1.0 / noise_multiplier
+    m = shift_radius(noise_multiplier)
     j = np.arange(int(max_order) + 1, dtype=np.float64)
     return j * (j - 1.0) * (m * m) / 2.0 * (1.0 + _FP_SLACK)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..validation import (
+    shift_radius,
     validate_beta,
     validate_clip_norm_p,
     validate_dim,
@@ -50,9 +51,10 @@ class Segment:
 
     @property
     def count_shift(self) -> Optional[float]:
-        """Shift 1/σ_c of the count coordinate in its noise units (None: no count query)."""
+        """Shift 1/σ_c of the count coordinate in its noise units, rounded up (:func:`.validation.shift_radius`;
+        None: no count query)."""
         c = self.count_noise_multiplier
-        return None if c is None else 1.0 / c
+        return None if c is None else shift_radius(c)
 
     @property
     def noiseless(self) -> bool:

@@ -53,6 +53,7 @@ from scipy import integrate
 from .. import distribution
 from .renyi import subsampled_rdp
 from ..validation import (
+    shift_radius,
     validate_beta,
     validate_delta,
     validate_noise_multiplier,
@@ -87,7 +88,7 @@ class GGPrivacyRandomVariable(PrivacyRandomVariable):
         self.sample_rate = validate_sample_rate(sample_rate)
         self.beta = validate_beta(beta)
         self.direction = direction
-        self.a = 1.0 / sigma
+        self.a = shift_radius(sigma)
         q = self.sample_rate
         self._log1mq = math.log1p(-q) if q < 1.0 else -math.inf
         self._rdp_cache: Dict[int, float] = {}

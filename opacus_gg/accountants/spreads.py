@@ -41,7 +41,7 @@ from ..validation import (
 )
 from .discrete import PowerChain, split_to_grid
 from .gg_pair import GGPair
-from .shapes import candidate_shapes, is_certified
+from .shapes import candidate_shapes, is_certified, per_coordinate_shift
 
 __all__ = ["SpreadCover", "spread_cover", "spread_pairs", "spread_shift", "interval_bound_pair", "exact_spread_pair",
            "TAU", "ETA", "MAX_PAIRS", "LOG_ALPHA_GRID"]
@@ -80,8 +80,9 @@ class SpreadCover:
 
 
 def spread_shift(noise_multiplier: float, k: int, clip_norm_p: float) -> float:
-    r"""a_k = m·k^{−1/p}, m = 1/noise_multiplier (per-coordinate shift of the spread over k coordinates)."""
-    return (1.0 / noise_multiplier) * float(k) ** (-1.0 / clip_norm_p)
+    r"""a_k = m·k^{−1/p}, m = 1/noise_multiplier (per-coordinate shift of the spread over k coordinates), rounded
+    up: :func:`.shapes.per_coordinate_shift`."""
+    return per_coordinate_shift(noise_multiplier, int(k), clip_norm_p)
 
 
 class _Chain(PowerChain):
