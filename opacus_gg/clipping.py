@@ -384,8 +384,18 @@ def clipped_sum(factors: torch.Tensor, g: torch.Tensor, dtype: torch.dtype) -> t
 
 
 def total_sensitivity(max_grad_norms: Union[float, Sequence[float]], p: float) -> float:
-    r"""ℓp sensitivity of per-layer clipping (bounds C_l): ‖(C_l)_l‖_p = (Σ_l C_l^p)^{1/p} (max at p = ∞)."""
+    r"""ℓp sensitivity of per-layer clipping (bounds C_l): ‖(C_l)_l‖_p = (Σ_l C_l^p)^{1/p} (max at p = ∞), rounded UP.
+
+    The noise scale is σ times this value, so it must not fall below the exact norm: float64's vector norm of L
+    non-negative terms is within (L + 4) ulps of it (the powers, the sum, the root), so a relative margin of 10⁻¹²
+    (≈ 4500 ulps) covers every model with fewer than 4000 layers; more layers raise a ValueError. A single bound
+    and p = ∞ are exact."""
     if isinstance(max_grad_norms, (int, float)):
         return float(max_grad_norms)
     c = torch.tensor([float(x) for x in max_grad_norms], dtype=torch.float64)
-    return float(torch.linalg.vector_norm(c, ord=p)) if not math.isinf(p) else float(c.max())
+    if math.isinf(p):
+        return float(c.max())
+    if c.numel() >= 4000:
+        raise ValueError(f"max_grad_norm: per-layer clipping with clip_norm_p != 2 supports fewer than 4000 layers "
+                         f"(got {c.numel()}): the sensitivity's round-off margin is argued for that many")
+    return float(torch.linalg.vector_norm(c, ord=p))

@@ -78,6 +78,21 @@ def test_total_sensitivity():
     assert total_sensitivity([3.0, 4.0], 2.0) == pytest.approx(5.0)
     assert total_sensitivity([1.0, 1.0], 1.0) == pytest.approx(2.0)
     assert total_sensitivity([1.0, 2.0], math.inf) == 2.0
+
+
+def test_total_sensitivity_is_never_below_the_exact_norm():
+    """The noise scale σ·‖(C_l)‖_p must cover the exact norm: checked at 60 digits on random per-layer bounds."""
+    import mpmath
+    rng = np.random.default_rng(7)
+    with mpmath.workdps(60):
+        for _ in range(200):
+            n = int(rng.integers(2, 300))
+            p = float(rng.choice([1.0, 1.5, 3.0, 7.3]))
+            c = (rng.random(n) * 10.0 ** rng.uniform(-3, 3, n)).tolist()
+            exact = mpmath.fsum(mpmath.mpf(x) ** p for x in c) ** (1 / mpmath.mpf(p))
+            assert mpmath.mpf(total_sensitivity(c, p)) >= exact
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        total_sensitivity([1.0] * 4000, 3.0)
     assert total_sensitivity([1.0, 1.0, 1.0], 3.0) == pytest.approx(3 ** (1 / 3))
 
 
