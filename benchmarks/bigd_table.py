@@ -24,14 +24,16 @@ coordinates; ΔR = m^p/N. Two phases (the argument: ``PROOF`` below, printed by 
 spread's d^{1−2/p}m² (a diagnostic of the construction's slack, not a bound). Otherwise it builds the pairs and prints
 the PRV ε (σ = 1, q = 0.01, T = 1000, δ = 1e-5) against the worst explicit shape's PRV and the published Rényi bound.
 
-Measured (β = p = 3, d = 2410, load 2.5–3 on the 2 cores; states / proxy): N = 64 (bulk cells 1.02 on
-[0.045, 0.12]m, 1.1 elsewhere, positions ≤ 10 % steps): 512k / 1.63; N = 256: 2.45M / 1.23; N = 1024: 9.4M / 1.11.
-The slack is the mass rounding, two grid steps per group (E's λ and the exit), which a staircase of small groups down
-the cells collects (the argmax of the proxy: ~30 groups of 1–64 coordinates from 0.21m down to 0.08m, its p-mass
-bound staying near m^p); the count (positions) and the cells cost little by comparison. Build ≈ 3–4 ms per state
-on one loaded core (3001-point loss grid): d = 16 (N = 64, k_S = 16, 18.5k states): ε 20.58 in 71 s, against the
-worst explicit shape 14.42 and the count table's 15.42; d = 2410 at N = 128, k_S = 2, bulk cells 1.05 / 1.2,
-positions ≤ 20 % (333k states, proxy 1.37): see docs/accounting.md.
+Measured (β = p = 3, d = 2410, load 2.5–3 on the 2 cores; states / proxy): N = 64 (bulk cells 1.02 on [0.045, 0.12]m,
+1.1 elsewhere, positions ≤ 10 % steps): 716k / 1.63; N = 256: 2.45M / 1.23; N = 1024: 9.4M / 1.11. The slack is the
+mass rounding, two grid steps per group (E's λ and the exit), which a staircase of small groups down the cells
+collects (the argmax of the proxy: ~30 groups of 1–64 coordinates from 0.21m down to 0.08m, its p-mass bound staying
+near m^p); the cells (1.02 → 1.05 with 1.2 elsewhere, N = 256: 1.23 → 1.26) and the positions (then ≤ 20 %: 1.30) cost
+less. Build ≈ 1.7 ms CPU per state (2–4.5 ms wall on the loaded 2-core machine; 3001-point loss grid): d = 16 (N = 64,
+k_S = 16, 18.5k states): ε 20.58 in 71 s, against the worst explicit shape's 14.42 and the count table's 15.42; d =
+2410 at N = 128, k_S = 2, bulk cells 1.05 / 1.2, positions ≤ 20 % (333k states, proxy 1.37; 569 CPU s, 25 min wall at
+load 5–6): ε 257.88, against 162.82 and the published 219.47 (ε's excess is 1.6–1.8× the proxy's: below 219.47 needs a
+proxy under about 1.2, 1.10× one near 1.06).
 """
 
 from __future__ import annotations
