@@ -314,36 +314,46 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
     scale = 1.0 + 1.0 / beta
+    abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
+    # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
+    signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
-        xb = _gauss_legendre_points(c[b], hw[b])
-        n_a, n_0 = c_a[b, None], c_0[b, None]
+        # the block's nodes transposed (node k of row i at [k, i]: a row's parameters broadcast along the contiguous
+        # axis), each the float of _gauss_legendre_points: c + hw·t_k
+        xb = _GL_T[:, None] * hw[b]
+        xb += c[b]
         t_0 = np.abs(xb)
-        t_a = xb - a[b, None]
+        t_a = np.subtract(xb, a[b], out=xb)
         np.abs(t_a, out=t_a)
         pa, p0 = t_a ** beta, t_0 ** beta
-        pa *= n_a  # n_a·|x − a|^β
-        p0 *= n_0
-        w = pa + p0
+        pa *= c_a[b]  # n_a·|x − a|^β
+        if signed:
+            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
+            w = pa - p0
+        else:
+            p0 *= c_0[b]  # n_0|x|^β
+            w = pa + p0
         w /= beta
-        w += g_star[b, None]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
+        w += g_star[b]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
         # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|):
         # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
         g1 = t_a ** (beta - 1.0)
-        g1 *= np.abs(n_a)
+        g1 *= abs_a[b]
         g1_0 = t_0 ** (beta - 1.0)
-        g1_0 *= np.abs(n_0)
+        g1_0 *= abs_0[b]
         g1 += g1_0
         g1 *= t_0
-        np.abs(pa, out=pa)
-        np.abs(p0, out=p0)
+        if not signed:
+            np.abs(pa, out=pa)
+            np.abs(p0, out=p0)
         pa += p0
         pa *= scale
-        pa += np.abs(g_star[b, None])
+        pa += abs_g[b]
         pa += g1
         pa *= 8 * _EPS  # err
         pa -= w  # g − g* + err
-        values[b] = np.exp(pa, out=pa)
+        values[b] = np.exp(pa, out=pa).T
     # sup g on the ellipse's real extent and on the subinterval (g monotone on each piece: an end or the peak): g at
     # the peak clipped to each, both in one array (np.clip's floats: no NaN)
     x_c = np.empty((2, c.size))
