@@ -150,16 +150,19 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     (a refinement target) GL minus its error bound, or (xr − xl)·A(xl)B(xr) where the monotone bound alone applies."""
     a, ref, x_h, j = prm
     log_j = _log_orders(j)
-    x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
-    ac, rc, jc = a[:, None], ref[:, None], j[:, None]
-    la, lb, lxa, w = _k_log_terms(x, ac, jc, beta)
+    c, hw, e_lo, e_hi, V = renyi._gauss_legendre_box(xl, xr)
+    # the nodes transposed (node k of row i at [k, i]: a row's a, ref, j broadcast along the contiguous axis), each
+    # the float of renyi.gauss_legendre_nodes (c + hw·t_k); every operation below is elementwise
+    x = renyi._GL_T[:, None] * hw
+    x += c
+    la, lb, lxa, w = _k_log_terms(x, a, j, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
-    size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(lxa) + jc * ac * w)
-    slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
+    size = (np.abs(la) + np.abs(lb) + np.abs(ref) + 2.0 * beta * np.abs(lxa) + j * a * w)
+    slope = ((2.0 * beta - 2.0) / (x + a) + (j + 3.0) * a * (beta - 1.0) * (x + a) ** (beta - 2.0)
              + x ** (beta - 1.0))
     err = 8.0 * _EPS * (size + x * slope)
-    values = np.exp(la + lb - rc + err)
+    values = np.ascontiguousarray(np.exp(la + lb - ref + err).T)  # rows × nodes, as the GL sums read them
     # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
     # Re(−z^β/β) ≤ −e_lo^β/β + V²/2·(β−1)·sup|z|^{β−2} (Re g(x + iv) ≤ g(x) + v²/2·sup|g''|, g' real on the axis)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
@@ -271,7 +274,7 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
                               "a number")
     prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h, j])
     tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
-                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], beta))
+                                      lambda l, r, o: _k_bounds(l, r, np.take(prm, o, axis=1), beta))
     for k, i in enumerate(todo):
         if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
             raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}): a subinterval bound "

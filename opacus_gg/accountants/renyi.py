@@ -170,7 +170,7 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
-                                lambda l, r, o: _subinterval_bounds(l, r, params[:, o], beta))
+                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta))
     tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
@@ -224,11 +224,16 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             tot = np.bincount(owner, upper, minlength=n)
             share = epsrel * tot
             loose = ((np.bincount(owner, gap, minlength=n) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
-            # per owner, then read per subinterval: the same operations on the same operands
-            split = loose[owner] & ((gap > (0.25 * share / cnt)[owner]) | (upper == np.inf))
+            # per owner, then read per subinterval: the same operations on the same operands; the threshold NaN
+            # where the owner is not loose (a comparison with NaN is false), so one gather gives loose & (gap > it),
+            # and the (rare) infinite bounds read loose themselves
+            split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[owner]
+            at_inf = np.flatnonzero(upper == np.inf)
+            split[at_inf] = loose[owner[at_inf]]
             # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
             # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
             # removal keeps), and its subintervals leave the arrays
+            split = np.flatnonzero(split)  # as indices: each array below gathers by them, in their order
             halved = owner[split]
             n_split = np.bincount(halved, minlength=n)
             busy = n_split > 0
@@ -238,7 +243,9 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             if not halved.size:
                 return out_tot, out_cnt
             cnt = np.where(busy, cnt + n_split, 0)  # the next round's count: each split adds one subinterval
-            keep = busy[owner] & ~split
+            keep = busy[owner]
+            keep[split] = False
+            keep = np.flatnonzero(keep)
             left, right = xl[split], xr[split]
             mid = 0.5 * (left + right)
             nl, nr = np.concatenate([left, mid]), np.concatenate([mid, right])
