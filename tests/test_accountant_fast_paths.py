@@ -979,3 +979,42 @@ def test_refinement_with_infinite_bounds_equals_the_plain_refinement_bit_for_bit
     assert fast[1][3] == ry._MAX_INTERVALS and fast[0][3] == np.inf  # the capped owner keeps its infinite bound
     assert np.all(np.isfinite(fast[0][:3])) and fast[1][0] > 3
     assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
+
+
+def _step_power_oracle(lam, G, Kq, U, s, rounded=False):
+    """ball_rdp._step_power and _power_sup as written before issue 33's item 14 (λU_i computed twice, new arrays)."""
+    U_lo, U_hi = (U * (1.0 - 4.0 * br._EPS), U * (1.0 + 4.0 * br._EPS)) if rounded else (U, U)
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    lam_c, K, lo, hi = lam[:, None], Kq[None, 1:], U_lo[None, :-1], U_hi[None, 1:]
+    unused = np.isposinf(K)
+    K = np.where(unused, 0.0, K)
+    power = np.maximum(K * lo ** s - lam_c * lo, K * hi ** s - lam_c * hi)
+    if s < 1.0:
+        ustar = np.where(lam_c > 0, (lam_c / (K * s)) ** (1.0 / (s - 1.0)), hi)
+        ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
+        power = np.maximum(power, K * ustar ** s - lam_c * ustar)
+    power = np.where(unused, np.inf, power)
+    if rounded:
+        step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+        power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+        step = np.where(np.isnan(step), np.inf, step)
+        power = np.where(np.isnan(power), np.inf, power)
+    return np.minimum(step, power)
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_step_and_power_bounds_in_place_equal_their_first_form_bit_for_bit(p):
+    """ball_rdp._step_power (λU_i computed once for the step and the power bound, the power bound's operations in
+    place) gives the floats of its first form, rounded or not, on random duals with λ = 0, unused power bounds
+    (K = ∞) and NaN power bounds (K = ∞ at u = 0)."""
+    rng = np.random.default_rng(14)
+    s = 2.0 / p
+    for t in range(30):
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
+        if t % 5 == 0:
+            Kq[1] = np.inf
+        lam = np.concatenate([[0.0], rng.uniform(0.0, 40.0, int(rng.integers(1, 30)))])
+        for rounded in (False, True):
+            with np.errstate(all="ignore"):
+                fast, plain = br._step_power(lam, G, Kq, U, s, rounded), _step_power_oracle(lam, G, Kq, U, s, rounded)
+            assert _same_floats(fast, plain), (p, t, rounded)

@@ -354,23 +354,26 @@ def _upper_hull_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.diff(hy) / np.diff(hx) if len(hull) > 1 else np.zeros(0)  # candidates drop it (finite ones only)
 
 
-def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray,
+               lam_lo: Optional[np.ndarray] = None) -> np.ndarray:
     r"""sup_{lo ≤ u ≤ hi} (K u^s − λu), broadcast over λ (rows) and intervals (columns).
 
     K u^s − λu is convex (s ≥ 1) or concave (s < 1) in u, so the max is at lo, hi or the stationary point
     u* = (λ/(Ks))^{1/(s−1)} clipped to [lo, hi]. K = +∞ (no quadratic bound, Lemma 4c) gives +∞: the bound unused
-    (not ∞·0 = NaN at u = 0).
+    (not ∞·0 = NaN at u = 0). ``lam_lo``: λ·lo where the caller has it (the same float); the operations in place.
     """
     lam = lam[:, None]
     unused = np.isposinf(K)
     K = np.where(unused, 0.0, K)
-    vals = np.maximum(K * lo ** s - lam * lo, K * hi ** s - lam * hi)
+    vals = np.subtract(K * lo ** s, lam * lo if lam_lo is None else lam_lo)
+    np.maximum(vals, K * hi ** s - lam * hi, out=vals)
     if s < 1.0:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ustar = np.where(lam > 0, (lam / (K * s)) ** (1.0 / (s - 1.0)), hi)
         ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
         vals = np.maximum(vals, K * ustar ** s - lam * ustar)
-    return np.where(unused, np.inf, vals)
+    np.copyto(vals, np.inf, where=unused)
+    return vals
 
 
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
@@ -534,15 +537,16 @@ def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s
     r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
     :func:`_interval_values` other than the chord (``rounded``: as there)."""
     U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    lam_lo = lam[:, None] * U_lo[None, :-1]
+    step = G[None, 1:] - lam_lo
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:], lam_lo)
     if rounded:  # the bound read: a sum that is not a number is no bound, +∞
         with np.errstate(over="ignore", invalid="ignore"):
             step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
             power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
         step = np.where(np.isnan(step), np.inf, step)
         power = np.where(np.isnan(power), np.inf, power)
-    return np.minimum(step, power)
+    return np.minimum(step, power, out=step)
 
 
 def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,
