@@ -479,7 +479,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         if p == 2.0:
             positive = lam > 0
             lam_1 = np.where(positive, lam, 1.0)
-            disc = B * B + 2.0 * slope * slope / lam_1
+            disc = 2.0 * slope * slope / lam_1
+            disc += B * B  # B² + 2·slope²/λ
             np.sqrt(disc, out=disc)
             b = B + disc
             b *= lam_1
@@ -514,10 +515,12 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         C *= Ei
         t *= Ej
         C += t
-        log_c, lam_bp = np.log1p(C), lam * b ** p
+        log_c, lam_bp = np.log1p(C), b ** p
+        lam_bp *= lam  # λb^p
         out = log_c - lam_bp  # F(b)
-        one_c = 1.0 + C
-        lam_bp1 = lam * p * (b ** (p - 1.0) if p != 2.0 else b)  # b^1 = b exactly
+        C += 1.0
+        one_c = C  # 1 + C
+        lam_bp1 = np.multiply(lam * p, b ** (p - 1.0) if p != 2.0 else b, out=t)  # λp·b^{p−1} (b^1 = b exactly)
         d1 = slope / one_c
         d1 -= lam_bp1  # F'(b) = slope/(1 + C) − λp·b^{p−1}
         rise = lo - b
