@@ -334,15 +334,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         t_a = np.subtract(xb, a[b], out=xb)
         np.abs(t_a, out=t_a)
         pa, p0 = t_a ** beta, t_0 ** beta
-        pa *= c_a[b]  # n_a·|x − a|^β
-        if signed:
-            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
-            w = pa - p0
-        else:
-            p0 *= c_0[b]  # n_0|x|^β
-            w = pa + p0
-        w /= beta
-        w += g_star[b]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
         # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|):
         # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
         g1 = t_a ** (beta - 1.0)
@@ -351,6 +342,15 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         g1_0 *= abs_0[b]
         g1 += g1_0
         g1 *= t_0
+        pa *= c_a[b]  # n_a·|x − a|^β
+        if signed:
+            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
+            w = np.subtract(pa, p0, out=t_0)  # (t_0 read for the last time above)
+        else:
+            p0 *= c_0[b]  # n_0|x|^β
+            w = np.add(pa, p0, out=t_0)
+        w /= beta
+        w += g_star[b]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
         if not signed:
             np.abs(pa, out=pa)
             np.abs(p0, out=p0)
