@@ -235,7 +235,8 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
     j_all = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
-    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_all[i]), a, float(beta)))
+    j_list = j_all.tolist()  # Python floats, read per shift (the same values)
+    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_list[i]), a, float(beta)))
     if not todo:
         return out
     a = shifts[todo]
@@ -275,23 +276,24 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h, j])
     tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
                                       lambda l, r, o: _k_bounds(l, r, np.take(prm, o, axis=1), beta))
-    for k, i in enumerate(todo):
-        if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
-            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}): a subinterval bound "
+    a_s, refs, tots, cnts, tails, shift_list = (v.tolist() for v in (a, ref, tot, cnt, log_tail, shifts))
+    for k, i in enumerate(todo):  # per shift, on Python floats (the arrays' values)
+        if math.isfinite(refs[k]) and math.isnan(tots[k]):
+            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a_s[k]}, beta={beta}): a subinterval bound "
                                   "is not a number")
-        if not math.isfinite(ref[k]) or not math.isfinite(float(tot[k])):
+        if not math.isfinite(refs[k]) or not math.isfinite(tots[k]):
             val = math.inf
         else:
             # the sums of positive terms: (terms + 20) ulps; then the tail, log Z, and 4 ulps of the exponent
-            body = float(tot[k]) * (1.0 + 2.0 * (int(cnt[k]) + 20) * _EPS)
-            log_k = float(ref[k]) - log_z + math.log(body) if body > 0 else -math.inf
-            log_k = float(np.logaddexp(log_k, log_tail[k]))
-            log_k += 4.0 * _EPS * (abs(float(ref[k])) + abs(log_z) + abs(log_k)) + 1e-15
+            body = tots[k] * (1.0 + 2.0 * (cnts[k] + 20) * _EPS)
+            log_k = refs[k] - log_z + math.log(body) if body > 0 else -math.inf
+            log_k = float(np.logaddexp(log_k, tails[k]))
+            log_k += 4.0 * _EPS * (abs(refs[k]) + abs(log_z) + abs(log_k)) + 1e-15
             if math.isnan(log_k):
-                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}) is not a number")
+                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a_s[k]}, beta={beta}) is not a number")
             val = math.exp(log_k) if log_k < 709.0 else math.inf
         out[i] = val
-        _k_cache[(int(j_all[i]), float(shifts[i]), float(beta))] = val
+        _k_cache[(int(j_list[i]), shift_list[i], float(beta))] = val
     return out
 
 
