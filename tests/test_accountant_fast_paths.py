@@ -882,3 +882,139 @@ def test_k_subintervals_equal_the_per_shift_edges():
     xl, xr, owner = br._k_subintervals(X)
     assert _same_floats(xl, np.concatenate(XL)) and _same_floats(xr, np.concatenate(XR))
     assert np.array_equal(owner, np.concatenate(own))
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 3.0])
+def test_moment_bounds_of_integer_orders_equal_their_plain_form_bit_for_bit(monkeypatch, beta):
+    """renyi._subinterval_bounds where every row's order is ≥ 1 (the ball's duals: n_a = j ≥ 0 and n_0 = 1 − j ≤ 0, so
+    |n_a·t| and |n_0·t| are taken without abs) gives its plain form's (upper, lower) on every call of real enclosures
+    (orders 2 … 13 at shifts 10^{-4} … 4), and the same moment bounds."""
+    from opacus_gg.accountants import renyi as ry
+    calls = []
+    fast_bounds = ry._subinterval_bounds
+
+    def spy(xl, xr, prm, b):
+        out = fast_bounds(xl, xr, prm, b)
+        calls.append(((xl, xr, prm, b), out))
+        return out
+
+    js = np.repeat([2.0, 3.0, 8.0, 13.0], 5)
+    shifts = np.tile([1e-4, 3e-3, 0.05, 1.0, 4.0], 4)
+    ry.clear_moment_cache()
+    monkeypatch.setattr(ry, "_subinterval_bounds", spy)
+    with np.errstate(all="ignore"):
+        fast = ry.log_moments_upper(js, shifts, beta, 1e-9)
+        ry.clear_moment_cache()
+        monkeypatch.setattr(ry, "_subinterval_bounds", _subinterval_bounds_oracle)
+        plain = ry.log_moments_upper(js, shifts, beta, 1e-9)
+        ry.clear_moment_cache()
+        assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
+        for args, (upper, lower) in calls:
+            assert np.all(args[2][4] >= 1.0)  # j ≥ 1 on every row: the path without abs
+            oracle = _subinterval_bounds_oracle(*args)
+            assert _same_floats(upper, oracle[0]) and _same_floats(lower, oracle[1])
+    assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
+
+
+@pytest.mark.parametrize("beta", [1.2, 1.5, 2.5, 3.0])
+def test_k_node_values_computed_transposed_equal_the_row_layout_bit_for_bit(monkeypatch, beta):
+    """ball_rdp._k_bounds (the K integrand's node values computed transposed: a row's a, ref, j broadcast along the
+    contiguous axis) hands the Gauss–Legendre sums the node values of the row layout, C-contiguous rows × nodes (the
+    matrix–vector product reads the same matrix), on every bounds call of real K enclosures (orders 2 … 13, shifts
+    10^{-4} … 0.1)."""
+    from opacus_gg.accountants import renyi as ry
+    calls, seen = [], []
+    k_bounds, gl_bounds = br._k_bounds, ry.gauss_legendre_bounds
+
+    def spy_k(xl, xr, prm, b):
+        calls.append((xl, xr, prm))
+        return k_bounds(xl, xr, prm, b)
+
+    def spy_gl(hw, values, *rest):
+        seen.append(values)
+        return gl_bounds(hw, values, *rest)
+
+    monkeypatch.setattr(br, "_k_bounds", spy_k)
+    monkeypatch.setattr(ry, "gauss_legendre_bounds", spy_gl)
+    br._k_cache.clear()
+    with np.errstate(all="ignore"):
+        br.quadratic_coefficients(np.repeat([2, 3, 7, 13], 4), np.tile([1e-4, 3e-3, 0.03, 0.1], 4), beta)
+        assert len(calls) == len(seen) >= 1 and sum(c[0].size for c in calls) > 200
+        for (xl, xr, prm), values in zip(calls, seen):  # the row layout, as before issue 33's item 14
+            a, ref, _, j = prm
+            x = ry.gauss_legendre_nodes(xl, xr)[0]
+            ac, rc, jc = a[:, None], ref[:, None], j[:, None]
+            la, lb, lxa, w = br._k_log_terms(x, ac, jc, beta)
+            size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(lxa) + jc * ac * w)
+            slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
+                     + x ** (beta - 1.0))
+            plain = np.exp(la + lb - rc + 8.0 * br._EPS * (size + x * slope))
+            assert values.flags.c_contiguous and _same_floats(values, plain)
+    br._k_cache.clear()
+
+
+def test_refinement_with_infinite_bounds_equals_the_plain_refinement_bit_for_bit():
+    """renyi.refine_enclosure's split rule (one gather of a threshold that is NaN where the owner is not loose; the
+    infinite bounds read loose themselves) gives the sums and counts of the refinement as first written where bounds
+    are +∞ (a crude bound that overflowed on a wide subinterval): on loose owners, on an owner settled from the start
+    and on one at the subinterval cap (1500) whose infinite bound stays."""
+    from opacus_gg.accountants import renyi as ry
+
+    def bounds(l, r, o):
+        h = r - l
+        wide = h > 0.3
+        upper = np.where(wide, np.inf, np.exp(r) * h * (1.0 + 1e-3 * o))
+        lower = np.where(wide, 0.0, np.exp(l) * h)
+        return upper, lower
+
+    capped = np.linspace(5.0, 6.0, ry._MAX_INTERVALS)  # owner 3: 1500 subintervals, the last one wide
+    xl = np.concatenate([[0.0, 0.5, 1.0, 0.0, 0.2, 2.0, 2.1], capped[:-1]])
+    xr = np.concatenate([[0.5, 1.0, 2.0, 0.2, 0.4, 2.1, 2.2], capped[1:]])
+    xl, xr = np.append(xl, 6.0), np.append(xr, 7.0)
+    owner = np.concatenate([[0, 0, 0, 1, 1, 2, 2], np.full(ry._MAX_INTERVALS, 3)])
+    epsrel = np.array([1e-6, 1e-3, 10.0, 1e-6])  # owner 2 settled at once
+    with np.errstate(all="ignore"):
+        fast = ry.refine_enclosure(xl, xr, owner, 4, epsrel, bounds)
+        plain = _refine_enclosure_oracle(xl, xr, owner, 4, epsrel, bounds)
+    assert fast[1][3] == ry._MAX_INTERVALS and fast[0][3] == np.inf  # the capped owner keeps its infinite bound
+    assert np.all(np.isfinite(fast[0][:3])) and fast[1][0] > 3
+    assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
+
+
+def _step_power_oracle(lam, G, Kq, U, s, rounded=False):
+    """ball_rdp._step_power and _power_sup as written before issue 33's item 14 (λU_i computed twice, new arrays)."""
+    U_lo, U_hi = (U * (1.0 - 4.0 * br._EPS), U * (1.0 + 4.0 * br._EPS)) if rounded else (U, U)
+    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
+    lam_c, K, lo, hi = lam[:, None], Kq[None, 1:], U_lo[None, :-1], U_hi[None, 1:]
+    unused = np.isposinf(K)
+    K = np.where(unused, 0.0, K)
+    power = np.maximum(K * lo ** s - lam_c * lo, K * hi ** s - lam_c * hi)
+    if s < 1.0:
+        ustar = np.where(lam_c > 0, (lam_c / (K * s)) ** (1.0 / (s - 1.0)), hi)
+        ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
+        power = np.maximum(power, K * ustar ** s - lam_c * ustar)
+    power = np.where(unused, np.inf, power)
+    if rounded:
+        step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
+        power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
+        step = np.where(np.isnan(step), np.inf, step)
+        power = np.where(np.isnan(power), np.inf, power)
+    return np.minimum(step, power)
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_step_and_power_bounds_in_place_equal_their_first_form_bit_for_bit(p):
+    """ball_rdp._step_power (λU_i computed once for the step and the power bound, the power bound's operations in
+    place) gives the floats of its first form, rounded or not, on random duals with λ = 0, unused power bounds
+    (K = ∞) and NaN power bounds (K = ∞ at u = 0)."""
+    rng = np.random.default_rng(14)
+    s = 2.0 / p
+    for t in range(30):
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
+        if t % 5 == 0:
+            Kq[1] = np.inf
+        lam = np.concatenate([[0.0], rng.uniform(0.0, 40.0, int(rng.integers(1, 30)))])
+        for rounded in (False, True):
+            with np.errstate(all="ignore"):
+                fast, plain = br._step_power(lam, G, Kq, U, s, rounded), _step_power_oracle(lam, G, Kq, U, s, rounded)
+            assert _same_floats(fast, plain), (p, t, rounded)

@@ -151,16 +151,19 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     (a refinement target) GL minus its error bound, or (xr − xl)·A(xl)B(xr) where the monotone bound alone applies."""
     a, ref, x_h, j = prm
     log_j = _log_orders(j)
-    x, hw, e_lo, e_hi, V = renyi.gauss_legendre_nodes(xl, xr)
-    ac, rc, jc = a[:, None], ref[:, None], j[:, None]
-    la, lb, lxa, w = _k_log_terms(x, ac, jc, beta)
+    c, hw, e_lo, e_hi, V = renyi._gauss_legendre_box(xl, xr)
+    # the nodes transposed (node k of row i at [k, i]: a row's a, ref, j broadcast along the contiguous axis), each
+    # the float of renyi.gauss_legendre_nodes (c + hw·t_k); every operation below is elementwise
+    x = renyi._GL_T[:, None] * hw
+    x += c
+    la, lb, lxa, w = _k_log_terms(x, a, j, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})
-    size = (np.abs(la) + np.abs(lb) + np.abs(rc) + 2.0 * beta * np.abs(lxa) + jc * ac * w)
-    slope = ((2.0 * beta - 2.0) / (x + ac) + (jc + 3.0) * ac * (beta - 1.0) * (x + ac) ** (beta - 2.0)
+    size = (np.abs(la) + np.abs(lb) + np.abs(ref) + 2.0 * beta * np.abs(lxa) + j * a * w)
+    slope = ((2.0 * beta - 2.0) / (x + a) + (j + 3.0) * a * (beta - 1.0) * (x + a) ** (beta - 2.0)
              + x ** (beta - 1.0))
     err = 8.0 * _EPS * (size + x * slope)
-    values = np.exp(la + lb - rc + err)
+    values = np.ascontiguousarray(np.exp(la + lb - ref + err).T)  # rows × nodes, as the GL sums read them
     # sup over the ellipse's box [e_lo, e_hi] × [−V, V] (e_lo > 0): |z + a| ≤ D, |(z + a)^{β−1}| ≤ W,
     # Re(−z^β/β) ≤ −e_lo^β/β + V²/2·(β−1)·sup|z|^{β−2} (Re g(x + iv) ≤ g(x) + v²/2·sup|g''|, g' real on the axis)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
@@ -233,7 +236,8 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
     """
     shifts = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
     j_all = np.broadcast_to(np.asarray(j, dtype=np.float64), shifts.shape)
-    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_all[i]), a, float(beta)))
+    j_list = j_all.tolist()  # Python floats, read per shift (the same values)
+    out, todo = renyi.cached_split(shifts, _k_cache, lambda i, a: (int(j_list[i]), a, float(beta)))
     if not todo:
         return out
     a = shifts[todo]
@@ -272,24 +276,25 @@ def quadratic_coefficients(j, shifts: Sequence[float], beta: float) -> np.ndarra
                               "a number")
     prm = np.vstack([a, np.where(np.isfinite(ref), ref, 0.0), x_h, j])
     tot, cnt = renyi.refine_enclosure(xl, xr, owner, n, np.full(n, K_EPSREL),
-                                      lambda l, r, o: _k_bounds(l, r, prm[:, o], beta))
-    for k, i in enumerate(todo):
-        if math.isfinite(ref[k]) and math.isnan(float(tot[k])):
-            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}): a subinterval bound "
+                                      lambda l, r, o: _k_bounds(l, r, np.take(prm, o, axis=1), beta))
+    a_s, refs, tots, cnts, tails, shift_list = (v.tolist() for v in (a, ref, tot, cnt, log_tail, shifts))
+    for k, i in enumerate(todo):  # per shift, on Python floats (the arrays' values)
+        if math.isfinite(refs[k]) and math.isnan(tots[k]):
+            raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a_s[k]}, beta={beta}): a subinterval bound "
                                   "is not a number")
-        if not math.isfinite(ref[k]) or not math.isfinite(float(tot[k])):
+        if not math.isfinite(refs[k]) or not math.isfinite(tots[k]):
             val = math.inf
         else:
             # the sums of positive terms: (terms + 20) ulps; then the tail, log Z, and 4 ulps of the exponent
-            body = float(tot[k]) * (1.0 + 2.0 * (int(cnt[k]) + 20) * _EPS)
-            log_k = float(ref[k]) - log_z + math.log(body) if body > 0 else -math.inf
-            log_k = float(np.logaddexp(log_k, log_tail[k]))
-            log_k += 4.0 * _EPS * (abs(float(ref[k])) + abs(log_z) + abs(log_k)) + 1e-15
+            body = tots[k] * (1.0 + 2.0 * (cnts[k] + 20) * _EPS)
+            log_k = refs[k] - log_z + math.log(body) if body > 0 else -math.inf
+            log_k = float(np.logaddexp(log_k, tails[k]))
+            log_k += 4.0 * _EPS * (abs(refs[k]) + abs(log_z) + abs(log_k)) + 1e-15
             if math.isnan(log_k):
-                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a[k]}, beta={beta}) is not a number")
+                raise AccountingError(f"quadratic_coefficient(j={j[k]:g}, a_s={a_s[k]}, beta={beta}) is not a number")
             val = math.exp(log_k) if log_k < 709.0 else math.inf
         out[i] = val
-        _k_cache[(int(j_all[i]), float(shifts[i]), float(beta))] = val
+        _k_cache[(int(j_list[i]), shift_list[i], float(beta))] = val
     return out
 
 
@@ -352,23 +357,26 @@ def _upper_hull_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.diff(hy) / np.diff(hx) if len(hull) > 1 else np.zeros(0)  # candidates drop it (finite ones only)
 
 
-def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.ndarray,
+               lam_lo: Optional[np.ndarray] = None) -> np.ndarray:
     r"""sup_{lo ≤ u ≤ hi} (K u^s − λu), broadcast over λ (rows) and intervals (columns).
 
     K u^s − λu is convex (s ≥ 1) or concave (s < 1) in u, so the max is at lo, hi or the stationary point
     u* = (λ/(Ks))^{1/(s−1)} clipped to [lo, hi]. K = +∞ (no quadratic bound, Lemma 4c) gives +∞: the bound unused
-    (not ∞·0 = NaN at u = 0).
+    (not ∞·0 = NaN at u = 0). ``lam_lo``: λ·lo where the caller has it (the same float); the operations in place.
     """
     lam = lam[:, None]
     unused = np.isposinf(K)
     K = np.where(unused, 0.0, K)
-    vals = np.maximum(K * lo ** s - lam * lo, K * hi ** s - lam * hi)
+    vals = np.subtract(K * lo ** s, lam * lo if lam_lo is None else lam_lo)
+    np.maximum(vals, K * hi ** s - lam * hi, out=vals)
     if s < 1.0:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ustar = np.where(lam > 0, (lam / (K * s)) ** (1.0 / (s - 1.0)), hi)
         ustar = np.clip(np.nan_to_num(ustar, nan=hi, posinf=hi), lo, hi)
         vals = np.maximum(vals, K * ustar ** s - lam * ustar)
-    return np.where(unused, np.inf, vals)
+    np.copyto(vals, np.inf, where=unused)
+    return vals
 
 
 def _chord_sup(lam: np.ndarray, G: np.ndarray, A: np.ndarray, p: float, rounded: bool = False) -> np.ndarray:
@@ -474,7 +482,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         if p == 2.0:
             positive = lam > 0
             lam_1 = np.where(positive, lam, 1.0)
-            disc = B * B + 2.0 * slope * slope / lam_1
+            disc = 2.0 * slope * slope / lam_1
+            disc += B * B  # B² + 2·slope²/λ
             np.sqrt(disc, out=disc)
             b = B + disc
             b *= lam_1
@@ -509,10 +518,12 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         C *= Ei
         t *= Ej
         C += t
-        log_c, lam_bp = np.log1p(C), lam * b ** p
+        log_c, lam_bp = np.log1p(C), b ** p
+        lam_bp *= lam  # λb^p
         out = log_c - lam_bp  # F(b)
-        one_c = 1.0 + C
-        lam_bp1 = lam * p * (b ** (p - 1.0) if p != 2.0 else b)  # b^1 = b exactly
+        C += 1.0
+        one_c = C  # 1 + C
+        lam_bp1 = np.multiply(lam * p, b ** (p - 1.0) if p != 2.0 else b, out=t)  # λp·b^{p−1} (b^1 = b exactly)
         d1 = slope / one_c
         d1 -= lam_bp1  # F'(b) = slope/(1 + C) − λp·b^{p−1}
         rise = lo - b
@@ -532,15 +543,16 @@ def _step_power(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, s
     r"""min(G_{i+1} − λU_i, sup_{[U_i, U_{i+1}]} (K_{i+1} u^s − λu)), rows λ, columns intervals: the two bounds of
     :func:`_interval_values` other than the chord (``rounded``: as there)."""
     U_lo, U_hi = (U * (1.0 - 4.0 * _EPS), U * (1.0 + 4.0 * _EPS)) if rounded else (U, U)
-    step = G[None, 1:] - lam[:, None] * U_lo[None, :-1]
-    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:])
+    lam_lo = lam[:, None] * U_lo[None, :-1]
+    step = G[None, 1:] - lam_lo
+    power = _power_sup(lam, Kq[None, 1:], s, U_lo[None, :-1], U_hi[None, 1:], lam_lo)
     if rounded:  # the bound read: a sum that is not a number is no bound, +∞
         with np.errstate(over="ignore", invalid="ignore"):
             step = step + 1e-15 * (np.abs(G[None, 1:]) + lam[:, None] * U_lo[None, :-1])
             power = power + 1e-15 * (Kq[None, 1:] * U_hi[None, 1:] ** s + lam[:, None] * U_hi[None, 1:])
         step = np.where(np.isnan(step), np.inf, step)
         power = np.where(np.isnan(power), np.inf, power)
-    return np.minimum(step, power)
+    return np.minimum(step, power, out=step)
 
 
 def _interval_values(lam: np.ndarray, G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, s: float,

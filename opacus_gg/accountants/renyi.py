@@ -170,7 +170,7 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
-                                lambda l, r, o: _subinterval_bounds(l, r, params[:, o], beta))
+                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta))
     tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
@@ -224,11 +224,16 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             tot = np.bincount(owner, upper, minlength=n)
             share = epsrel * tot
             loose = ((np.bincount(owner, gap, minlength=n) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
-            # per owner, then read per subinterval: the same operations on the same operands
-            split = loose[owner] & ((gap > (0.25 * share / cnt)[owner]) | (upper == np.inf))
+            # per owner, then read per subinterval: the same operations on the same operands; the threshold NaN
+            # where the owner is not loose (a comparison with NaN is false), so one gather gives loose & (gap > it),
+            # and the (rare) infinite bounds read loose themselves
+            split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[owner]
+            at_inf = np.flatnonzero(upper == np.inf)
+            split[at_inf] = loose[owner[at_inf]]
             # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
             # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
             # removal keeps), and its subintervals leave the arrays
+            split = np.flatnonzero(split)  # as indices: each array below gathers by them, in their order
             halved = owner[split]
             n_split = np.bincount(halved, minlength=n)
             busy = n_split > 0
@@ -238,7 +243,9 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             if not halved.size:
                 return out_tot, out_cnt
             cnt = np.where(busy, cnt + n_split, 0)  # the next round's count: each split adds one subinterval
-            keep = busy[owner] & ~split
+            keep = busy[owner]
+            keep[split] = False
+            keep = np.flatnonzero(keep)
             left, right = xl[split], xr[split]
             mid = 0.5 * (left + right)
             nl, nr = np.concatenate([left, mid]), np.concatenate([mid, right])
@@ -314,36 +321,46 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
     scale = 1.0 + 1.0 / beta
+    abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
+    # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
+    signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
-        xb = _gauss_legendre_points(c[b], hw[b])
-        n_a, n_0 = c_a[b, None], c_0[b, None]
+        # the block's nodes transposed (node k of row i at [k, i]: a row's parameters broadcast along the contiguous
+        # axis), each the float of _gauss_legendre_points: c + hw·t_k
+        xb = _GL_T[:, None] * hw[b]
+        xb += c[b]
         t_0 = np.abs(xb)
-        t_a = xb - a[b, None]
+        t_a = np.subtract(xb, a[b], out=xb)
         np.abs(t_a, out=t_a)
         pa, p0 = t_a ** beta, t_0 ** beta
-        pa *= n_a  # n_a·|x − a|^β
-        p0 *= n_0
-        w = pa + p0
-        w /= beta
-        w += g_star[b, None]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
         # floating-point error of g − g* at each node: its operands (8 ulps) and the node's own rounding (× |g'|):
         # err = 8ε·((|n_a||x − a|^β + |n_0||x|^β)(1 + 1/β) + |g*| + |x|·g1), g1 = |n_a||x − a|^{β−1} + |n_0||x|^{β−1}
         g1 = t_a ** (beta - 1.0)
-        g1 *= np.abs(n_a)
+        g1 *= abs_a[b]
         g1_0 = t_0 ** (beta - 1.0)
-        g1_0 *= np.abs(n_0)
+        g1_0 *= abs_0[b]
         g1 += g1_0
         g1 *= t_0
-        np.abs(pa, out=pa)
-        np.abs(p0, out=p0)
+        pa *= c_a[b]  # n_a·|x − a|^β
+        if signed:
+            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
+            w = np.subtract(pa, p0, out=t_0)  # (t_0 read for the last time above)
+        else:
+            p0 *= c_0[b]  # n_0|x|^β
+            w = np.add(pa, p0, out=t_0)
+        w /= beta
+        w += g_star[b]  # −(g − g*), g = −(n_a|x − a|^β + n_0|x|^β)/β
+        if not signed:
+            np.abs(pa, out=pa)
+            np.abs(p0, out=p0)
         pa += p0
         pa *= scale
-        pa += np.abs(g_star[b, None])
+        pa += abs_g[b]
         pa += g1
         pa *= 8 * _EPS  # err
         pa -= w  # g − g* + err
-        values[b] = np.exp(pa, out=pa)
+        values[b] = np.exp(pa, out=pa).T
     # sup g on the ellipse's real extent and on the subinterval (g monotone on each piece: an end or the peak): g at
     # the peak clipped to each, both in one array (np.clip's floats: no NaN)
     x_c = np.empty((2, c.size))
