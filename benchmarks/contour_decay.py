@@ -71,7 +71,8 @@ def log_moment_rate(c: float, beta: float, a0: float) -> float:
     rates[1] = 0.0
     if c == lo:
         return rates[lo]
-    return (lo + 1 - c) * rates[lo] + (c - lo) * rates[lo + 1]
+    # the chord in balls, rounded up
+    return _up((arb(lo + 1) - arb(c)) * arb(rates[lo]) + (arb(c) - lo) * arb(rates[lo + 1]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,9 +252,10 @@ def _monotone_minorants(beta: float, c: float, a0: float, lam: float, n: int = 4
         return (g.f(r, False) / g.tilt(r, False) / (g.b1 * g.pw(r + g.a0, g.b - 2, False))).real * damp
 
     out = []
+    start_plus, start_minus = _up(g.a0 ** g.b1), _up(g.a0 ** g.b1 / g.b)  # the minorants hold from these on
     for u0 in CUTS:
         sides = []
-        for lo, h in ((max(u0, a0 ** b1), h_plus), (max(u0, a0 ** b1 / beta), h_minus)):
+        for lo, h in ((max(u0, start_plus), h_plus), (max(u0, start_minus), h_minus)):
             u = [arb(x) for x in np.linspace(lo, u_max, n + 1)]  # floats, exact as balls
             sides.append((h(u[0]), [(h(u[k]), u[k] - u[k - 1]) for k in range(1, n + 1)]))
         for cap in CAPS:
@@ -318,7 +320,7 @@ def sinc_majorant(v: float) -> arb:
     ball meets π the first term is kept: it is ≈ 0 there, and keeping it only raises the upper end)."""
     x = arb(v)
     lobe = (1 / x).min(arb(SINC_LOBE))
-    return x.sinc().max(arb(0)).max(lobe) if x.lower() <= arb.pi() else lobe
+    return lobe if x > arb.pi() else x.sinc().max(arb(0)).max(lobe)
 
 
 def _stair_quadratic(k: DecayConstants, w: arb) -> arb:
@@ -393,7 +395,8 @@ def kappa_lower(k: DecayConstants, Y: float, ratio: float = 1.002, w_min: float 
 
     (a = w/|y|: −log|ψ|/a² = y²Ê(w)/w² ≥ Y²Ê(w)/w² for w ≤ a_0Y; for a_0Y < w ≤ a_0|y|, ≥ y²E(a_0Y)/(a_0y)² as E
     is non-decreasing). The inf over w on the geometric cells [w_j, w_{j+1}] of :func:`_kappa_cells` that meet
-    (0, a_0Y] (the last may reach beyond: an inf over more is smaller): Ê/w² ≥ the largest of E(w_j)/w_{j+1}², D4's
+    (0, a_0Y] (the last may reach beyond: an inf over more is smaller; a split point W other than the exact a_0Y
+    (the float product) is as valid: both arguments hold for any W): Ê/w² ≥ the largest of E(w_j)/w_{j+1}², D4's
     quadratic form at w_{j+1} over w_{j+1}² (it decreases) and v/2 − w_{j+1}t/6 if w_{j+1} ≤ w_T (D3); on
     (0, w_0] the last two at w_0."""
     W = k.a0 * Y
