@@ -19,7 +19,7 @@ every μ with 0 ≤ μ_i ≤ a_0, Σμ_i² = R' ≤ R, any number of coordinates
 
 Every bound is computed in interval arithmetic (python-flint's ``arb`` balls, a test/dev dependency only; the
 library does not import flint): the 1-D integrals of D3 and D6 (v, t, T_2, P, K) by ``acb.integral`` on pieces
-where the integrand is analytic (cut at 0, a_0/2, a_0 + b), their tails beyond a cut by Lemma Q
+where the integrand is analytic (cut at 0, a_0/2, a_0 + b), their tails beyond a cut by Lemma D0
 (:func:`tail_integral`); the closed forms, the staircase and Riemann sums (D4, D5), the per-w bounds E(w), κ and
 the tail sum likewise. A ball contains the exact value, so quadrature error and floating-point round-off are
 inside it; each float handed on is the ball's end in the safe direction (:func:`_up`, :func:`_down`).
@@ -112,14 +112,14 @@ def _down(x: arb) -> float:
 
 
 def tail_integral(F: Integrand, B: float, beta: float, kappa: float, shift: float, power: float) -> arb:
-    r"""Lemma Q: ∫_B^∞ F ∈ [0, F(B)/L] for F = e^{−x^β/β + κ(x + s)^{β−1}}·G(x) > 0 with (log G)' ≤ p/x on [B, ∞)
+    r"""Lemma D0: ∫_B^∞ F ∈ [0, F(B)/L] for F = e^{−x^β/β + κ(x + s)^{β−1}}·G(x) > 0 with (log G)' ≤ p/x on [B, ∞)
     (κ, s, p ≥ 0, β > 1), where L = B^{β−1} − κ(β − 1)(B + s)^{β−2} − p/B > 0. Proof: for x ≥ B,
     −(log F)'(x) ≥ x^{β−1}(1 − κ(β − 1)(x + s)^{β−2}/x^{β−1} − p/x^β) ≥ L, both ratios being non-increasing
     ((β − 2)/(x + s) < (β − 1)/x), so F(x) ≤ F(B)e^{−L(x − B)}."""
     b, bt = arb(B), arb(beta)
     L = b ** (bt - 1) - arb(kappa) * (bt - 1) * (b + arb(shift)) ** (bt - 2) - arb(power) / b
     if not L > 0:
-        raise ArithmeticError(f"contour_decay: Lemma Q needs L > 0 at B = {B} (kappa {kappa}, power {power})")
+        raise ArithmeticError(f"contour_decay: Lemma D0 needs L > 0 at B = {B} (kappa {kappa}, power {power})")
     top = F(acb(b), False).real / L
     if not (top.is_finite() and top >= 0):
         raise ArithmeticError(f"contour_decay: tail integrand not finite and positive at B = {B}")
@@ -127,7 +127,7 @@ def tail_integral(F: Integrand, B: float, beta: float, kappa: float, shift: floa
 
 
 def integral(F: Integrand, cuts: Sequence[float], tail: Optional[Tuple[float, float, float, float]] = None) -> arb:
-    r"""A ball containing ∫_{cuts[0]}^{cuts[−1]} F, plus ∫_{cuts[−1]}^∞ F by Lemma Q when ``tail`` = (β, κ, s, p):
+    r"""A ball containing ∫_{cuts[0]}^{cuts[−1]} F, plus ∫_{cuts[−1]}^∞ F by Lemma D0 when ``tail`` = (β, κ, s, p):
     ``acb.integral`` on each (cuts[i], cuts[i+1]), where F must be analytic (F gets acb.integral's flag and passes
     it to every pow, so a branch point at an end is detected, not crossed)."""
     total = arb(0)
@@ -163,7 +163,7 @@ class _Ball:
 
 
 def _cut(beta: float) -> float:
-    """Where the integrals of D3/D6 stop and Lemma Q takes over (the tails beyond are ≲ e^{−180·3^β})."""
+    """Where the integrals of D3/D6 stop and Lemma D0 takes over (the tails beyond are ≲ e^{−180·3^β})."""
     return 3.0 * (60.0 * beta) ** (1.0 / beta) + 1.0
 
 
@@ -175,7 +175,7 @@ def taylor_integrals(beta: float, c: float, a0: float) -> Dict[str, arb]:
     b1 = beta - 1.0
 
     def omega_sides(weight: Integrand, p: float) -> Tuple[arb, arb]:
-        """(∫_{x>0}, ∫_{x<0}) of f·ω·weight(|x|), weight's log-derivative ≤ p/t (ω ≤ 1 decreases: Lemma Q, κ = 0)."""
+        """(∫_{x>0}, ∫_{x<0}) of f·ω·weight(|x|), weight's log-derivative ≤ p/t (ω ≤ 1 decreases: Lemma D0, κ = 0)."""
         def damped(t, an):
             return g.f(t, an) * weight(t, an) / g.tilt(t, an)
 
@@ -184,7 +184,7 @@ def taylor_integrals(beta: float, c: float, a0: float) -> Dict[str, arb]:
         return pos, integral(damped, (0.0, cut), (beta, 0.0, 0.0, p))
 
     def both_sides(weight: Integrand, p: float, tilted: bool = False) -> arb:
-        """∫ f·weight(|x|)·(tilt on x > 0 if ``tilted``) over ℝ (Lemma Q: κ = c a_0, s = a_0 on the tilted side)."""
+        """∫ f·weight(|x|)·(tilt on x > 0 if ``tilted``) over ℝ (Lemma D0: κ = c a_0, s = a_0 on the tilted side)."""
         pos = integral(lambda t, an: g.f(t, an) * weight(t, an) * (g.tilt(t, an) if tilted else 1), (0.0, cut),
                        (beta, c * a0 if tilted else 0.0, a0, p))
         return pos + integral(lambda t, an: g.f(t, an) * weight(t, an), (0.0, cut), (beta, 0.0, 0.0, p))
@@ -273,7 +273,7 @@ def spike_integrals(beta: float, c: float, a0: float, b: float) -> Tuple[arb, ar
     K = ĝ(a_0 + b)/((β − 1)b^{β−2})
       + ∫_{a_0+b}^∞ ĝ(x)[x^{β−1}/((β − 1)(x − a_0)^{β−2}) + (β − 2)/((β − 1)(x − a_0)^{β−1})]dx
       + f(b)/((β − 1)b^{β−2}) + ∫_b^∞ f(t)[t/(β − 1) + (β − 2)/((β − 1)t^{β−1})]dt + 2c·a_0
-    (Lemma Q for the tails: the brackets' log-derivatives are ≤ (β − 1)/x and ≤ 1/t, ĝ grows with κ = c a_0, s = 0)."""
+    (Lemma D0 for the tails: the brackets' log-derivatives are ≤ (β − 1)/x and ≤ 1/t, ĝ grows with κ = c a_0, s = 0)."""
     g, cut = _Ball(beta, c, a0), _cut(beta)
     bb, xp = arb(b), a0 + b  # xp: the float a_0 + b is the cut; the lemma holds for any cut ≥ a_0 + (its b)
 

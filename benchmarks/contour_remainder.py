@@ -9,13 +9,13 @@ shifted by a has the loss ℓ_a(x) = (|x|^β − |x − a|^β)/β and, at z = c 
 I_β = β^{(2β−2)/β}Γ(2 − 1/β)/Γ(1/β). For a cell [a_lo, a_hi] × [y_lo, y_hi] (a_lo > 0, y ≥ 0: φ(c − iy) is the
 conjugate of φ(c + iy)) :func:`cell_bound` returns ρ ≥ sup |r|/a² and λ ≥ sup log|φ|/a² over the cell:
 
-* :func:`enclose`: φ and its derivatives in z and a up to second order, in the symmetric form x = a/2 ± v (Lemma R1,
+* :func:`enclose`: φ and its derivatives in z and a up to second order, in the symmetric form x = a/2 ± v (Lemma Z1,
   where every integrand's sensitivity to a and y is O(a): the plain form's O(1) terms cancel only after
   integration, and ball arithmetic would carry them), by ``acb.integral`` with a and y as balls: the integrand,
   evaluated on balls, contains its value at every point of the cell, and so does Arb's quadrature bound, so the
   result contains the integral at every (a, y) of the cell; on the analytic pieces v = (a/2)u, u ∈ (0, 1), and
-  v = a/2 + s, s ∈ (0, S), the tail beyond by Lemma Q (:func:`contour_decay.tail_integral`) on a majorant;
-* the second-order form about the centre (Lemma R2, :func:`cell_bound`): the terms evaluated on balls are second
+  v = a/2 + s, s ∈ (0, S), the tail beyond by Lemma D0 (:func:`contour_decay.tail_integral`) on a majorant;
+* the second-order form about the centre (Lemma Z2, :func:`cell_bound`): the terms evaluated on balls are second
   or third order in the cell's size, so the bound tends to |r|/a² at the centre as the cell shrinks;
 * :func:`row_bound`: branch and bound over a-cells for one y-row (the cell of the largest bound is split until it
   is within a tolerance of the largest value seen, or a budget is spent); the final cells cover the row.
@@ -47,7 +47,7 @@ QUAD_TOL = 1e-8
 
 
 def _cut(beta: float) -> float:
-    """S with S^β/β ≥ 70 (the tails beyond are ≲ e^{−70}·(polynomial) by Lemma Q)."""
+    """S with S^β/β ≥ 70 (the tails beyond are ≲ e^{−70}·(polynomial) by Lemma D0)."""
     return (70.0 * beta) ** (1.0 / beta)
 
 
@@ -67,7 +67,7 @@ def enclose(beta: float, c: float, a: arb, y: arb, kinds: Sequence[str] = ("phi"
     r"""[φ, φ_z, φ_a, φ_zz, φ_za, φ_aa] (those of ``kinds``: "phi", "z", "a", "zz", "za", "aa") at z = c + iy as balls
     containing their values at every (a, y) of the balls a, y (a > 0).
 
-    The symmetric form (x = a/2 ± v; Lemma R1 in the docs): with P = v + a/2, N = |v − a/2|, σ = sgn(v − a/2),
+    The symmetric form (x = a/2 ± v; Lemma Z1 in the docs): with P = v + a/2, N = |v − a/2|, σ = sgn(v − a/2),
     M = (P^β + N^β)/(2β), ℓ = (P^β − N^β)/β (the loss at x = a/2 + v; −ℓ at a/2 − v) and w = z − ½,
 
         φ = (2/Z)∫_0^∞ e^{−M}cosh(wℓ) dv,   φ_z = (2/Z)∫_0^∞ e^{−M}ℓ sinh(wℓ) dv,
@@ -80,7 +80,7 @@ def enclose(beta: float, c: float, a: arb, y: arb, kinds: Sequence[str] = ("phi"
 
     in which every integrand's sensitivity to a and y is O(a), so the balls' widths do not carry the O(1) terms that
     cancel in the plain form. Pieces: v = (a/2)u, u ∈ (0, 1) (dv = (a/2)du) and v = a/2 + s, s ∈ (0, S), analytic
-    inside; the tail v > a/2 + S by Lemma Q on ∫_S^∞ of the majorants (a_+ = a's upper end, w_+ = |w|'s):
+    inside; the tail v > a/2 + S by Lemma D0 on ∫_S^∞ of the majorants (a_+ = a's upper end, w_+ = |w|'s):
     |cosh(wℓ)|, |sinh(wℓ)| ≤ e^{(c−½)|ℓ|}, |ℓ| ≤ a_+(v + a_+)^{β−1}, M ≥ v^β/β (convexity), |∂_aℓ|, 2|∂_aM| ≤
     (v + a_+)^{β−1}: each ≤ (2/Z)K(v + a_+)^{p}e^{−v^β/β + (c−½)a_+(v+a_+)^{β−1}} with (K, p) = (1, β − 1), (a_+, β − 1),
     (w_+ + ½, β − 1), (a_+², 2β − 2), (1 + a_+/2 + w_+a_+, 2β − 2), (w_+² + w_+ + ¼ + (β − 1)(w_+ + 1)/4, 2β − 2)
@@ -140,7 +140,7 @@ def enclose(beta: float, c: float, a: arb, y: arb, kinds: Sequence[str] = ("phi"
 
 def cell_bound(beta: float, c: float, a_lo: float, a_hi: float, y_lo: float, y_hi: float) -> Tuple[float, float, float]:
     r"""(ρ, λ, ρ_m): ρ ≥ sup |r(c + iy; a)|/a² and λ ≥ sup log|φ(c + iy; a)|/a² over a ∈ [a_lo, a_hi], y ∈ [y_lo, y_hi]
-    (0 < a_lo), rounded up (Lemma R2); ρ_m = |r|/a² at the centre (a_m, y_m) rounded down (a value, so a lower bound
+    (0 < a_lo), rounded up (Lemma Z2); ρ_m = |r|/a² at the centre (a_m, y_m) rounded down (a value, so a lower bound
     of the sup). With δa, δy the half-widths, A the a-ball, C the cell:
 
         |r(a, y)| ≤ |r(a_m, y_m)| + δa·|r_a(a_m, y_m)| + ½δa²·sup_{A×{y_m}}|r_aa| + δy·|r_y(a_m, y_m)|

@@ -215,7 +215,7 @@ def _contains(ball, value, err):
 
 @pytest.mark.parametrize("beta,c", [(2.5, 1.2), (3.0, 4.0)])
 def test_every_interval_enclosure_contains_the_quadrature_value_and_is_narrow(beta, c):
-    # Lemmas D3 and D6's integrals by acb.integral + Lemma Q, against scipy quad of the same integrals written
+    # Lemmas D3 and D6's integrals by acb.integral + Lemma D0, against scipy quad of the same integrals written
     # from their definitions over ℝ (abs and sign, no split by side); width ≤ 10⁻⁸ relative
     lz, b1, inf = cd._log_z(beta), beta - 1.0, 30.0  # e^{−30^β/β}: the references' tails are far below 10⁻³⁰⁰
 
@@ -260,8 +260,8 @@ def test_every_interval_enclosure_contains_the_quadrature_value_and_is_narrow(be
 
 
 def test_tail_lemma_encloses_the_tail_and_a_wrong_tail_bound_is_caught(monkeypatch):
-    # Lemma Q with the cut inside the mass (B = 2.5, 3: tails of 10⁻³–10⁻⁶ of the integral): the enclosure
-    # with Lemma Q's tail contains scipy's ∫_0^∞; halving the tail bound (a wrong lemma) makes it miss
+    # Lemma D0 with the cut inside the mass (B = 2.5, 3: tails of 10⁻³–10⁻⁶ of the integral): the enclosure
+    # with Lemma D0's tail contains scipy's ∫_0^∞; halving the tail bound (a wrong lemma) makes it miss
     beta, c = 3.0, 2.0
     g = cd._Ball(beta, c, A0)
     lz, b1 = cd._log_z(beta), beta - 1.0
@@ -289,7 +289,7 @@ def test_tail_lemma_encloses_the_tail_and_a_wrong_tail_bound_is_caught(monkeypat
     monkeypatch.setattr(cd, "tail_integral", half)
     for B in (2.5, 3.0):
         assert not _contains(cd.integral(F, (0.0, B), (beta, c * A0, A0, 3 * b1)), val, err)
-    # Lemma Q refuses a cut where its rate L is not positive
+    # Lemma D0 refuses a cut where its rate L is not positive
     monkeypatch.setattr(cd, "tail_integral", real_tail)
     with pytest.raises(ArithmeticError):
         cd.tail_integral(F, 0.3, beta, c * A0, A0, 3 * b1)

@@ -55,7 +55,7 @@ def test_fisher_ball_contains_the_library_value():
 
 @pytest.mark.parametrize("c,y,a", [(1.2, 0.0, 0.1), (2.0, 5.0, 0.1), (4.0, 17.0, 0.03), (1.2, 38.0, 0.0125)])
 def test_symmetric_form_encloses_the_plain_form_and_its_derivatives(c, y, a):
-    # Lemma R1 at point balls: φ against scipy's plain form (within quad's error), narrow; φ_z, φ_a and φ_aa
+    # Lemma Z1 at point balls: φ against scipy's plain form (within quad's error), narrow; φ_z, φ_a and φ_aa
     # against central differences of it (step h: the differences' error is O(h²), far below the tolerance)
     phi, phi_z, phi_a = cr.enclose(BETA, c, arb(a), arb(y))
     ref, err = _phi(c, y, a)
@@ -79,7 +79,7 @@ def test_symmetric_form_encloses_the_plain_form_and_its_derivatives(c, y, a):
     (4.0, 0.05, 0.0525, 0.0, 0.2),  # the real axis (y = 0 is in the cell)
 ])
 def test_cell_bound_is_above_the_sampled_remainder_in_the_cell_and_not_far_above(c, a_lo, a_hi, y_lo, y_hi):
-    # Lemma R2: ρ ≥ |r|/a² and λ ≥ log|φ|/a² at every sampled point of the cell (corners, middles), and the bound
+    # Lemma Z2: ρ ≥ |r|/a² and λ ≥ log|φ|/a² at every sampled point of the cell (corners, middles), and the bound
     # is within 4× of the largest sample (the mean value form's terms are second order in the cell's size)
     rho, lam, mid = cr.cell_bound(BETA, c, a_lo, a_hi, y_lo, y_hi)
     samples = [_remainder(c, y, a) for a in np.linspace(a_lo, a_hi, 3) for y in np.linspace(y_lo, y_hi, 3)]
