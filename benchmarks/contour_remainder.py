@@ -206,25 +206,27 @@ def row_bound(beta: float, c: float, y_lo: float, y_hi: float, cells: Sequence[T
               tol: float, max_cells: int) -> Tuple[float, float, float, int]:
     """(ρ, λ, ρ_low, cells) over the a-range the a-cells ``cells`` cover, y ∈ [y_lo, y_hi]: branch and bound on the
     cells of :func:`cell_bound` (start: ``cells`` × the row; the cell of the largest ρ is split in four (a at its
-    geometric middle, y at its middle) until that ρ is ≤ (1 + tol)·ρ_low, ρ_low the largest centre value seen (a
-    lower bound of the sup), or ``max_cells`` are spent). ρ and λ: the largest over the final cells, which cover the
-    row, so bounds whatever the stop."""
+    geometric middle, y at its middle; each part keeps the smaller of its own and its parent's bounds, so ρ never
+    rises) until that ρ is ≤ (1 + tol)·ρ_low, ρ_low the largest centre value seen (a lower bound of the sup), or
+    ``max_cells`` are spent). ρ and λ: the largest over the final cells, which cover the row, so bounds whatever the
+    stop."""
     heap, low, n = [], 0.0, 0
 
-    def push(a_lo, a_hi, y0, y1):
+    def push(a_lo, a_hi, y0, y1, cap=(math.inf, math.inf)):
+        """Bound a cell; a part of a split cell keeps its parent's bounds where they are smaller (they cover it)."""
         nonlocal low, n
         rho, lam, mid = cell_bound(beta, c, a_lo, a_hi, y0, y1)
         low, n = max(low, mid), n + 1
-        heapq.heappush(heap, (-rho, lam, a_lo, a_hi, y0, y1))
+        heapq.heappush(heap, (-min(rho, cap[0]), min(lam, cap[1]), a_lo, a_hi, y0, y1))
 
     for a_lo, a_hi in cells:
         push(a_lo, a_hi, y_lo, y_hi)
     while n + 4 <= max_cells and -heap[0][0] > (1.0 + tol) * low:
-        _, _, a_lo, a_hi, y0, y1 = heapq.heappop(heap)
+        rho, lam, a_lo, a_hi, y0, y1 = heapq.heappop(heap)
         a_mid, y_mid = math.sqrt(a_lo * a_hi), (y0 + y1) / 2.0
         for a_pair in ((a_lo, a_mid), (a_mid, a_hi)):
             for y_pair in ((y0, y_mid), (y_mid, y1)):
-                push(*a_pair, *y_pair)
+                push(*a_pair, *y_pair, cap=(-rho, lam))
     return -heap[0][0], max(h[1] for h in heap), low, n
 
 
