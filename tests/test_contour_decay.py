@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -79,9 +80,18 @@ def test_sinc_lemma_and_the_non_increasing_majorant():
     sinc = np.sin(v) / v
     # Lemma D4's sinc lemma: 1 − sinc² v ≥ v²/(3 + v²) (at small v in the form sinc² ≤ 3/(3 + v²))
     assert np.all(sinc ** 2 * (3.0 + v * v) <= 3.0 * (1.0 + 1e-12))
-    s = cd.sinc_majorant(v)
-    assert np.all(s >= np.abs(sinc))
-    assert np.all(np.diff(s) <= 0.0)
+    # ... and its proof for v² = u ≤ 11/2: (3 + u)(1 − u/6 + u²/120)² = 3 + u²p(u), p increasing, p(11/2) < 0 (exact)
+    u = [Fraction(k, 8) for k in range(45)]
+    p = [Fraction(-1, 5) + Fraction(13, 360) * x - Fraction(37, 14400) * x ** 2 + x ** 3 / 14400 for x in u]
+    assert all((3 + x) * (1 - x / 6 + x ** 2 / 120) ** 2 == 3 + x * x * px for x, px in zip(u, p))
+    assert 74 ** 2 - 12 * 520 < 0 and p[44] < 0 and u[44] == Fraction(11, 2)
+    # σ as balls: its upper end is above |sinc|, its lower end never rises (σ is non-increasing), on a subgrid
+    sub = v[::10]
+    balls = [cd.sinc_majorant(float(x)) for x in sub]
+    assert np.all(np.array([cd._up(b) for b in balls]) >= np.abs(sinc[::10]))
+    lows = np.array([cd._down(b) for b in balls])
+    ups = np.array([cd._up(b) for b in balls])
+    assert np.all(lows[1:] <= ups[:-1])
     # SINC_LOBE is above the first side lobe's maximum (tan v = v at 4.4934…)
     assert cd.SINC_LOBE >= np.abs(sinc[v >= math.pi]).max()
 
@@ -114,7 +124,7 @@ def test_every_minorant_and_spike_bound_is_above_the_sampled_modulus(consts):
         w = a * y
         for delta, h0 in k.stairs:
             v = w * delta / 2.0
-            assert s <= 1.0 - h0 * (1.0 - float(cd.sinc_majorant(v))) + 1e-12
+            assert s <= 1.0 - h0 * (1.0 - cd._up(cd.sinc_majorant(v))) + 1e-12
             assert s * s <= 1.0 - h0 * h0 * v * v / (3.0 + v * v) + 1e-12
         for mass, tv in k.monotone:
             assert s <= 1.0 - mass + tv / w + 1e-12
@@ -188,3 +198,110 @@ def test_decay_constants_refuse_settings_outside_the_lemmas():
         cd.decay_constants(3.5, 2.0, A0)
     with pytest.raises(ValueError):
         cd.log_moment_rate(1.0, 3.0, A0)
+
+
+def _scipy(fun, lo, hi):
+    """(∫_lo^hi fun, quad's error estimate) by scipy quad: the reference the interval enclosures must contain."""
+    val, err = integrate.quad(fun, lo, hi, epsabs=1e-15, epsrel=1e-13, limit=400)
+    return val, err
+
+
+def _contains(ball, value, err):
+    """The ball, widened by the reference's own error (its estimate + 10⁻¹² relative), contains the reference."""
+    lo, hi = cd._down(ball), cd._up(ball)
+    tol = err + 1e-12 * abs(value)
+    return lo - tol <= value <= hi + tol
+
+
+@pytest.mark.parametrize("beta,c", [(2.5, 1.2), (3.0, 4.0)])
+def test_every_interval_enclosure_contains_the_quadrature_value_and_is_narrow(beta, c):
+    # Lemmas D3 and D6's integrals by acb.integral + Lemma D0, against scipy quad of the same integrals written
+    # from their definitions over ℝ (abs and sign, no split by side); width ≤ 10⁻⁸ relative
+    lz, b1, inf = cd._log_z(beta), beta - 1.0, 30.0  # e^{−30^β/β}: the references' tails are far below 10⁻³⁰⁰
+
+    def f(x):
+        return math.exp(-abs(x) ** beta / beta - lz)
+
+    def om(x):
+        return 1.0 if x >= A0 / 2 else math.exp(-c * A0 * (abs(x) + A0) ** b1)
+
+    def tilt(x):
+        return math.exp(c * A0 * (abs(x) + A0) ** b1) if x > 0 else 1.0
+
+    cuts = (-inf, 0.0, A0 / 2, inf)
+    ref = {
+        "A": lambda x: f(x) * om(x) * abs(x) ** (2 * b1),
+        "B": lambda x: f(x) * om(x) * math.copysign(abs(x) ** b1, x),
+        "C": lambda x: f(x) * om(x),
+        "J": lambda x: f(x) * (abs(x) + A0) ** (2 * beta - 4),
+        "T2": lambda x: f(x) * (abs(x) + A0) ** (2 * b1) * tilt(x),
+        "T3": lambda x: f(x) * (abs(x) + A0) ** (3 * b1) * tilt(x),
+    }
+    got = cd.taylor_integrals(beta, c, A0)
+    for name, fun in ref.items():
+        parts = [_scipy(fun, lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:])]
+        val, err = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        assert _contains(got[name], val, err), (name, got[name], val)
+        assert float(got[name].rad()) <= 1e-8 * abs(val), (name, got[name])
+
+    def gh(x):
+        return f(x) * math.exp(c * A0 * max(x, 0.0) ** b1)
+
+    for b in (0.01, 0.2, 2.0):
+        p, k = cd.spike_integrals(beta, c, A0, b)
+        xp = A0 + b
+        pv, pe = map(sum, zip(_scipy(gh, -b, 0.0), _scipy(gh, 0.0, xp)))
+        k1 = _scipy(lambda x: gh(x) * (x ** b1 / (b1 * (x - A0) ** (beta - 2)) + (beta - 2) / (b1 * (x - A0) ** b1)),
+                    xp, inf)
+        k2 = _scipy(lambda t: f(t) * (t / b1 + (beta - 2) / (b1 * t ** b1)), b, inf)
+        kv = (gh(xp) / (b1 * b ** (beta - 2)) + k1[0] + f(b) / (b1 * b ** (beta - 2)) + k2[0] + 2 * c * A0)
+        assert _contains(p, pv, pe) and float(p.rad()) <= 1e-8 * pv
+        assert _contains(k, kv, k1[1] + k2[1]) and float(k.rad()) <= 1e-8 * kv
+
+
+def test_tail_lemma_encloses_the_tail_and_a_wrong_tail_bound_is_caught(monkeypatch):
+    # Lemma D0 with the cut inside the mass (B = 2.5, 3: tails of 10⁻³–10⁻⁶ of the integral): the enclosure
+    # with Lemma D0's tail contains scipy's ∫_0^∞; halving the tail bound (a wrong lemma) makes it miss
+    beta, c = 3.0, 2.0
+    g = cd._Ball(beta, c, A0)
+    lz, b1 = cd._log_z(beta), beta - 1.0
+
+    def F(t, an):  # T_3's tilted side: κ = c a_0, s = a_0, p = 3(β − 1)
+        return g.f(t, an) * g.pw(t + g.a0, 3 * g.b1, an) * g.tilt(t, an)
+
+    def ref(t):
+        return math.exp(-t ** beta / beta - lz + c * A0 * (t + A0) ** b1) * (t + A0) ** (3 * b1)
+
+    val, err = _scipy(ref, 0.0, 30.0)
+    tails = {}
+    for B in (2.5, 3.0):
+        ball = cd.integral(F, (0.0, B), (beta, c * A0, A0, 3 * b1))
+        assert _contains(ball, val, err)
+        tail, _ = _scipy(ref, B, 30.0)
+        tails[B] = tail
+        bound = cd._up(cd.tail_integral(F, B, beta, c * A0, A0, 3 * b1))
+        assert tail <= bound <= 3.0 * tail  # above the tail, and not uselessly so
+    real_tail = cd.tail_integral
+
+    def half(*args):
+        return real_tail(*args) / 2
+
+    monkeypatch.setattr(cd, "tail_integral", half)
+    for B in (2.5, 3.0):
+        assert not _contains(cd.integral(F, (0.0, B), (beta, c * A0, A0, 3 * b1)), val, err)
+    # Lemma D0 refuses a cut where its rate L is not positive
+    monkeypatch.setattr(cd, "tail_integral", real_tail)
+    with pytest.raises(ArithmeticError):
+        cd.tail_integral(F, 0.3, beta, c * A0, A0, 3 * b1)
+
+
+def test_the_library_does_not_import_flint():
+    # python-flint is a dev dependency of these research tools only: no module of opacus_gg/ imports it (sympy, under
+    # torch, may load it on its own where it is installed, so sys.modules cannot tell)
+    import ast
+
+    for path in (Path(__file__).resolve().parents[1] / "opacus_gg").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "flint" or n.startswith("flint.") for n in names), path
