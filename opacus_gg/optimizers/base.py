@@ -79,7 +79,8 @@ class GGParamsMixin(DPOptimizer):
                 "Generalized Gaussian noise. Use secure_mode=False (and say so) or beta=2."
             )
         super().__init__(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, **kwargs)
-        if hasattr(self, "max_grad_norms") and self.clip_norm_p != 2.0:  # per-layer: ‖(C_l)‖_p (p = 2: Opacus's)
+        if hasattr(self, "max_grad_norms"):  # per-layer: ‖(C_l)‖_p rounded up, in float64 at every p (Opacus's p = 2
+            # value is a float32 norm of the bounds rounded to float32, up to ~L·6e-8 below the exact sensitivity)
             self.max_grad_norm = total_sensitivity(self.max_grad_norms, self.clip_norm_p)
         #: this step's deferred checks: (0-dim device bool "rare case", handler run when it is set)
         self._step_checks: List[Tuple[torch.Tensor, Callable[[], None]]] = []
