@@ -316,6 +316,15 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
     gives the (upper, lower) of its plain form on every call of real enclosures (orders 2 … 13 at shifts 10^{-4} … 4
     and one j < 1: the graded subintervals at 0 and a, where the ellipse reaches a branch point), and the same
     moment bounds."""
+    js = np.repeat([0.5, 2.0, 3.0, 7.0, 13.0], 6)
+    shifts = np.tile([1e-4, 3e-3, 0.05, 0.4, 1.0, 4.0], 5)
+    _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, beta)
+
+
+def _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, beta, integer_orders=False):
+    """renyi.log_moments_upper with every _subinterval_bounds call recorded, then with the plain form: each call's
+    (upper, lower) is the plain form's and the moment bounds are the same floats (``integer_orders``: every row
+    has j ≥ 1, the path without abs)."""
     from opacus_gg.accountants import renyi as ry
     calls = []
     fast_bounds = ry._subinterval_bounds
@@ -325,8 +334,6 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
         calls.append(((xl, xr, prm, b), out))
         return out
 
-    js = np.repeat([0.5, 2.0, 3.0, 7.0, 13.0], 6)
-    shifts = np.tile([1e-4, 3e-3, 0.05, 0.4, 1.0, 4.0], 5)
     ry.clear_moment_cache()
     monkeypatch.setattr(ry, "_subinterval_bounds", spy)
     with np.errstate(all="ignore"):
@@ -337,6 +344,8 @@ def test_moment_subinterval_bounds_equal_their_plain_form_bit_for_bit(monkeypatc
         ry.clear_moment_cache()
         assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
         for args, (upper, lower) in calls:
+            if integer_orders:
+                assert np.all(args[2][4] >= 1.0)  # j ≥ 1 on every row: the path without abs
             oracle = _subinterval_bounds_oracle(*args)
             assert _same_floats(upper, oracle[0]) and _same_floats(lower, oracle[1])
     assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
@@ -889,31 +898,9 @@ def test_moment_bounds_of_integer_orders_equal_their_plain_form_bit_for_bit(monk
     """renyi._subinterval_bounds where every row's order is ≥ 1 (the ball's duals: n_a = j ≥ 0 and n_0 = 1 − j ≤ 0, so
     |n_a·t| and |n_0·t| are taken without abs) gives its plain form's (upper, lower) on every call of real enclosures
     (orders 2 … 13 at shifts 10^{-4} … 4), and the same moment bounds."""
-    from opacus_gg.accountants import renyi as ry
-    calls = []
-    fast_bounds = ry._subinterval_bounds
-
-    def spy(xl, xr, prm, b):
-        out = fast_bounds(xl, xr, prm, b)
-        calls.append(((xl, xr, prm, b), out))
-        return out
-
     js = np.repeat([2.0, 3.0, 8.0, 13.0], 5)
     shifts = np.tile([1e-4, 3e-3, 0.05, 1.0, 4.0], 4)
-    ry.clear_moment_cache()
-    monkeypatch.setattr(ry, "_subinterval_bounds", spy)
-    with np.errstate(all="ignore"):
-        fast = ry.log_moments_upper(js, shifts, beta, 1e-9)
-        ry.clear_moment_cache()
-        monkeypatch.setattr(ry, "_subinterval_bounds", _subinterval_bounds_oracle)
-        plain = ry.log_moments_upper(js, shifts, beta, 1e-9)
-        ry.clear_moment_cache()
-        assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
-        for args, (upper, lower) in calls:
-            assert np.all(args[2][4] >= 1.0)  # j ≥ 1 on every row: the path without abs
-            oracle = _subinterval_bounds_oracle(*args)
-            assert _same_floats(upper, oracle[0]) and _same_floats(lower, oracle[1])
-    assert np.all(np.isfinite(fast)) and _same_floats(fast, plain)
+    _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, beta, integer_orders=True)
 
 
 @pytest.mark.parametrize("beta", [1.2, 1.5, 2.5, 3.0])

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from lower_bound_oracle import delta_lower, step_pmf
-from opacus_gg.accountants.ball_prv import Swapped
+from test_ball_count import ALPHAS, _le, _sym
 from opacus_gg.accountants.gg_pair import GGPair
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bigd_table.py"
@@ -36,17 +36,6 @@ _SPEC.loader.exec_module(bt)
 _D = 6
 _SPEC_SMALL = bt.Spec(mass_steps=32, top_ratio=1.05, base_steps=8, bulk_fine=1.1, bulk_coarse=1.3, fine_lo=0.3,
                       fine_hi=0.7, b0=0.1, exact_positions=1, position_ratio=2.0, h=0.02, half_width=20.0)
-RTOL, ATOL = 1e-9, 1e-12
-ALPHAS = np.exp(np.linspace(-6.0, 6.0, 25))
-
-
-def _le(x, y) -> bool:
-    return bool(np.all(x <= y * (1 + RTOL) + ATOL))
-
-
-def _sym(pair, alphas):
-    sw = Swapped(pair)
-    return np.maximum.reduce([pair.h_pq(alphas), pair.h_qp(alphas), sw.h_pq(alphas), sw.h_qp(alphas)])
 
 
 @pytest.fixture(scope="module")
