@@ -18,9 +18,12 @@ shape). κ_β is the least such constant (as a → 0 the total variation is f(0)
 
 from __future__ import annotations
 
+import functools
 import math
 
 from scipy import special
+
+from .shapes import exact_up
 
 __all__ = ["gaussian_domination_applies", "gaussian_domination_constant"]
 
@@ -38,5 +41,15 @@ def gaussian_domination_constant(beta: float) -> float:
     N(κ_β·a, 1) against N(0, 1), for every a ≥ 0 (1 ≤ β ≤ 2; ValueError outside)."""
     if not gaussian_domination_applies(beta):
         raise ValueError(f"the Gaussian domination of a GG coordinate needs 1 <= beta <= 2, got {beta}")
+    return _constant_up(float(beta))
+
+
+@functools.lru_cache(maxsize=256)
+def _constant_up(beta: float) -> float:
+    """κ_β as before in floats (scipy's gammaln, raised by 10⁻¹²), and never below the least float ≥ the exact κ_β
+    decided in interval arithmetic (:func:`.shapes.exact_up`: mpmath's interval Γ): the margin rested on
+    gammaln's measured accuracy; now the max makes the float provably ≥ κ_β, and where the margin holds (every β
+    tested) it is the same float as before."""
     log_k = 0.5 * math.log(2.0 * math.pi) - math.log(2.0) - math.log(beta) / beta - special.gammaln(1.0 + 1.0 / beta)
-    return math.exp(log_k) * (1.0 + _FP_SLACK)
+    return max(math.exp(log_k) * (1.0 + _FP_SLACK),
+               exact_up(lambda c: c.sqrt(2 * c.pi) / (2 * c.mpf(beta) ** (1 / c.mpf(beta)) * c.gamma(1 + 1 / c.mpf(beta)))))

@@ -31,7 +31,7 @@ from mpmath.ctx_iv import MPIntervalContext
 
 from ..validation import shift_radius
 
-__all__ = ["shape_ks", "per_coordinate_shift", "l2_shift", "radius_power", "candidate_shapes", "is_certified"]
+__all__ = ["shape_ks", "per_coordinate_shift", "l2_shift", "radius_power", "exact_up", "candidate_shapes", "is_certified"]
 
 #: mpmath's interval arithmetic, a private context at 80 bits (each enclosure is ~2^{−75} wide, relative; any
 #: precision gives a sound enclosure, this one a float at most one above the least)
@@ -70,7 +70,7 @@ def _least_float_above(x) -> float:
     return f
 
 
-def _exact_up(expr) -> float:
+def exact_up(expr) -> float:
     r"""The least float ≥ the exact real ``expr(c)`` (``expr`` builds it in the interval context c from exact
     floats): interval arithmetic encloses the exact value (every operation rounded outward) and
     :func:`_least_float_above` rounds the enclosure's upper end up; so the result is ≥ the exact value and at most
@@ -83,7 +83,7 @@ def per_coordinate_shift(noise_multiplier: float, k: int, clip_norm_p: float) ->
     r"""a_k = m·k^{−1/p} with m = 1/noise_multiplier (p = ∞ or k = 1: a_k = m), rounded up (module docstring)."""
     if math.isinf(clip_norm_p) or k == 1:
         return shift_radius(noise_multiplier)
-    return _exact_up(lambda c: c.mpf(k) ** (-(1 / c.mpf(clip_norm_p))) / c.mpf(noise_multiplier))
+    return exact_up(lambda c: c.mpf(k) ** (-(1 / c.mpf(clip_norm_p))) / c.mpf(noise_multiplier))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,14 +92,14 @@ def l2_shift(noise_multiplier: float, k: int, clip_norm_p: float) -> float:
     if k == 1:
         return shift_radius(noise_multiplier)
     if math.isinf(clip_norm_p):
-        return _exact_up(lambda c: c.sqrt(c.mpf(k)) / c.mpf(noise_multiplier))
-    return _exact_up(lambda c: c.mpf(k) ** (c.mpf(0.5) - 1 / c.mpf(clip_norm_p)) / c.mpf(noise_multiplier))
+        return exact_up(lambda c: c.sqrt(c.mpf(k)) / c.mpf(noise_multiplier))
+    return exact_up(lambda c: c.mpf(k) ** (c.mpf(0.5) - 1 / c.mpf(clip_norm_p)) / c.mpf(noise_multiplier))
 
 
 @functools.lru_cache(maxsize=1024)
 def radius_power(noise_multiplier: float, clip_norm_p: float) -> float:
     r"""m^p = (1/σ)^p, the p-mass budget of the ℓp ball, rounded up (module docstring; finite p ≥ 1)."""
-    return _exact_up(lambda c: (1 / c.mpf(noise_multiplier)) ** c.mpf(clip_norm_p))
+    return exact_up(lambda c: (1 / c.mpf(noise_multiplier)) ** c.mpf(clip_norm_p))
 
 
 def candidate_shapes(noise_multiplier: float, beta: float, dim: int, clip_norm_p: float) -> List[Tuple[int, float, bool]]:
