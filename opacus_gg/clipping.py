@@ -396,6 +396,6 @@ def total_sensitivity(max_grad_norms: Union[float, Sequence[float]], p: float) -
     if math.isinf(p):
         return float(c.max())
     if c.numel() >= 4000:
-        raise ValueError(f"max_grad_norm: per-layer clipping with clip_norm_p != 2 supports fewer than 4000 layers "
+        raise ValueError(f"max_grad_norm: per-layer clipping supports fewer than 4000 layers "
                          f"(got {c.numel()}): the sensitivity's round-off margin is argued for that many")
     return float(torch.linalg.vector_norm(c, ord=p)) * (1.0 + 1e-12)

@@ -152,10 +152,7 @@ def _k_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
     a, ref, x_h, j = prm
     log_j = _log_orders(j)
     c, hw, e_lo, e_hi, V = renyi._gauss_legendre_box(xl, xr)
-    # the nodes transposed (node k of row i at [k, i]: a row's a, ref, j broadcast along the contiguous axis), each
-    # the float of renyi.gauss_legendre_nodes (c + hw·t_k); every operation below is elementwise
-    x = renyi._GL_T[:, None] * hw
-    x += c
+    x = renyi._gauss_legendre_points_t(c, hw)  # the nodes transposed; every operation below is elementwise
     la, lb, lxa, w = _k_log_terms(x, a, j, beta)
     # round-off of log(A·B) at a node: 8 ulps of its terms and of ref, and the node's own rounding × |d/dx log|
     # (|φ'/φ| ≤ (j + 3)·a·w' for j ≥ 2, w' = (β−1)(x + a)^{β−2})

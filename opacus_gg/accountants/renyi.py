@@ -280,6 +280,14 @@ def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
     return c[:, None] + hw[:, None] * _GL_T[None, :]
 
 
+def _gauss_legendre_points_t(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """:func:`_gauss_legendre_points` transposed, node k of subinterval i at [k, i] (a row's parameters then
+    broadcast along the contiguous axis), each the same float c + hw·t_k."""
+    x = _GL_T[:, None] * hw
+    x += c
+    return x
+
+
 def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarray, ok: np.ndarray,
                           crude: np.ndarray, crude_lower=0.0):
     r"""(upper, lower) on ∫ f over each subinterval from f's values at the nodes of :func:`gauss_legendre_nodes`
@@ -326,10 +334,7 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
-        # the block's nodes transposed (node k of row i at [k, i]: a row's parameters broadcast along the contiguous
-        # axis), each the float of _gauss_legendre_points: c + hw·t_k
-        xb = _GL_T[:, None] * hw[b]
-        xb += c[b]
+        xb = _gauss_legendre_points_t(c[b], hw[b])  # the block's nodes, transposed
         t_0 = np.abs(xb)
         t_a = np.subtract(xb, a[b], out=xb)
         np.abs(t_a, out=t_a)
