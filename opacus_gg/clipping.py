@@ -387,15 +387,13 @@ def total_sensitivity(max_grad_norms: Union[float, Sequence[float]], p: float) -
     r"""ℓp sensitivity of per-layer clipping (bounds C_l): ‖(C_l)_l‖_p = (Σ_l C_l^p)^{1/p} (max at p = ∞), rounded UP.
 
     The noise scale is σ times this value, so it must not fall below the exact norm: float64's vector norm of L
-    non-negative terms is within (L + 4) ulps of it (the powers, the sum, the root), so a relative margin of 10⁻¹²
-    (≈ 4500 ulps) covers every model with fewer than 4000 layers; more layers raise a ValueError. A single bound
-    and p = ∞ are exact."""
+    non-negative terms is within (L + 4) ulps of it (the powers, any order of the sum, the root), so the relative
+    margin max(10⁻¹², 2(L + 8)·2⁻⁵²) covers it at every L (10⁻¹², ≈ 4500 ulps, up to L ≈ 2240 layers; twice the
+    bound above). A single bound and p = ∞ are exact."""
     if isinstance(max_grad_norms, (int, float)):
         return float(max_grad_norms)
     c = torch.tensor([float(x) for x in max_grad_norms], dtype=torch.float64)
     if math.isinf(p):
         return float(c.max())
-    if c.numel() >= 4000:
-        raise ValueError(f"max_grad_norm: per-layer clipping supports fewer than 4000 layers "
-                         f"(got {c.numel()}): the sensitivity's round-off margin is argued for that many")
-    return float(torch.linalg.vector_norm(c, ord=p)) * (1.0 + 1e-12)
+    margin = max(1e-12, 2.0 * (c.numel() + 8) * 2.0 ** -52)
+    return float(torch.linalg.vector_norm(c, ord=p)) * (1.0 + margin)
