@@ -317,6 +317,27 @@ def test_verbose_says_when_the_spread_cover_is_looser_than_the_proven_bound():
     assert not any("not a bracket" in x for x in lines(1.2799))
 
 
+def test_verbose_names_the_cover_pair_behind_the_equal_spread_bracket():
+    """Where the pair that sets the equal-spread PRV is an interval pair B[k₀, k₁] (k₀ < k₁: k₁ coordinates at the
+    shift of k₀, above every spread it covers), the verbose lines name the range and say that the bracket's lower end
+    is not a lower bound on any spread's ε (β = 1.5, p = 2, d = 2410: B[35, 37] gives 1.6680, the spread over 35
+    coordinates alone 1.5870); an exact spread keeps its plain label."""
+    from opacus_gg.accountants.report import EpsilonReport
+
+    def lines(k0: int, k1: int) -> list:
+        r = EpsilonReport(epsilon=1.7987, epsilon_lower=1.6577, epsilon_estimate=1.6678, epsilon_upper=1.6680,
+                          delta=1e-5, method="rdp", shape_k=k0, details={"dim": 2410, "shape_range": [k0, k1]})
+        return r.verbose_lines()
+
+    cover = lines(35, 37)
+    assert any("PRV over every equal spread" in x and "not a lower bound" in x for x in cover)
+    assert any(x.strip() == "worst case: remove direction, the pair covering the spreads over 35–37 coordinates"
+               for x in cover)
+    exact = lines(35, 35)
+    assert not any("not a lower bound" in x for x in exact)
+    assert any(x.strip() == "worst case: remove direction, shift spread over 35 coordinate(s)" for x in exact)
+
+
 def test_opacus_example_flag_names_point_at_ours(capsys):
     """``--sigma`` (Opacus's examples' σ) is answered with --noise-multiplier, not the closest spelling (--dim)."""
     argv = ["epsilon", "--sigma", "1", "--beta", "2", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-5"]

@@ -58,6 +58,8 @@ def test_default_report_says_what_it_did_not_compute(setting):
     lines = fast.verbose_lines()
     assert any(NOT_COMPUTED in x for x in lines) and not any("worst case" in x or "lower " in x for x in lines)
     assert full.direction in ("add", "remove") and full.shape_k >= 1  # with diagnostics: the real ones
+    k0, k1 = full.details["shape_range"]  # the pair that set the cover's ε: it covers the spreads k0 … k1
+    assert k0 == full.shape_k <= k1 and [k0, k1] in full.details["shapes"]
     assert fast.to_dict()["epsilon"] == full.to_dict()["epsilon"]
 
 

@@ -167,6 +167,7 @@ def compute_epsilon_history(
         "dim": _dims(segs),
         "shape_scores": {f"{k[0]}-{k[1]}": float(v) for k, v in scores.items()},
         "shapes": sorted([int(k[0]), int(k[1])] for k in scores),
+        "shape_range": [int(shape_k[0]), int(shape_k[1])],
     }
     report = EpsilonReport(
         epsilon=worst.epsilon_upper,

@@ -164,18 +164,25 @@ class EpsilonReport:
             return lines
         # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):
         # where that cover is looser than the proven bound, its bracket is the cover's, not ε's
+        # (k₀, k₁) of the pair that set the cover's ε: k₀ < k₁ is B[k₀, k₁], which dominates the spreads k₀ … k₁ and
+        # is above each of them (its bracket is not one of any spread's ε)
+        k0, k1 = self.details.get("shape_range", (self.shape_k, self.shape_k))
         loose = b["scope"] == "equal_spreads" and b["upper"] > self.epsilon
+        cover = b["scope"] == "equal_spreads" and k0 != k1
         lines.append(f"  {what}: lower {fmt_down(b['lower'], digits)}, estimate {b['estimate']:.{digits}f}, "
                      f"upper {fmt_up(b['upper'], digits)}"
-                     + (" (the spread cover's, looser than the proven bound: not a bracket of epsilon)"
-                        if loose else ""))
+                     + (" (the spread cover's, looser than the proven bound: not a bracket of epsilon)" if loose else
+                        " (the spread cover's: its lower end is not a lower bound on any spread's epsilon)" if cover
+                        else ""))
         if self.method == "paper":  # the ends are statistical error bars; the DKW bracket beside them
             d = self.details
             lines.append(f"  (error bars, not bounds: Monte Carlo sd {d['mc_std_error']:.{digits}g} over "
                          f"{d['mc_replicates']} replicates, tail sensitivity; DKW bracket "
                          f"[{fmt_down(d['dkw_epsilon_lower'], digits)}, {fmt_up(d['dkw_epsilon_upper'], digits)}])")
         else:
-            lines.append(f"  worst case: {self.direction} direction, shift spread over {self.shape_k} coordinate(s)")
+            lines.append(f"  worst case: {self.direction} direction, shift spread over {self.shape_k} coordinate(s)"
+                         if k0 == k1 else f"  worst case: {self.direction} direction, the pair covering the spreads "
+                         f"over {k0}–{k1} coordinates")
         return lines
 
     def __str__(self) -> str:
