@@ -270,9 +270,9 @@ def test_chord_requests_answered_together_equal_each_answered_alone():
         assert x.shape == y.shape and _same_floats(x, y), k
 
 
-def _subinterval_bounds_oracle(xl, xr, prm, beta):
+def _subinterval_bounds_oracle(xl, xr, prm, beta, signed=None):
     """renyi._subinterval_bounds as written before issue 33's item 11 (commit 2debcb7): every node of every row at
-    once, the nodes from gauss_legendre_nodes."""
+    once, the nodes from gauss_legendre_nodes (``signed``, the caller's j ≥ 1 on every row, not read: abs taken)."""
     from opacus_gg.accountants import renyi as ry
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
@@ -326,12 +326,13 @@ def _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, 
     (upper, lower) is the plain form's and the moment bounds are the same floats (``integer_orders``: every row
     has j ≥ 1, the path without abs)."""
     from opacus_gg.accountants import renyi as ry
-    calls = []
+    calls, signs = [], []
     fast_bounds = ry._subinterval_bounds
 
-    def spy(xl, xr, prm, b):
-        out = fast_bounds(xl, xr, prm, b)
+    def spy(xl, xr, prm, b, signed=None):
+        out = fast_bounds(xl, xr, prm, b, signed)
         calls.append(((xl, xr, prm, b), out))
+        signs.append(signed)
         return out
 
     ry.clear_moment_cache()
@@ -343,6 +344,8 @@ def _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, 
         plain = ry.log_moments_upper(js, shifts, beta, 1e-9)
         ry.clear_moment_cache()
         assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
+        # the batch's j ≥ 1 is passed down (read once per batch) exactly where every order is ≥ 1
+        assert signs == [True if integer_orders else None] * len(calls)
         for args, (upper, lower) in calls:
             if integer_orders:
                 assert np.all(args[2][4] >= 1.0)  # j ≥ 1 on every row: the path without abs

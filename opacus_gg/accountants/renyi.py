@@ -169,8 +169,10 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     params = np.zeros((5, n))
     params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
+    # every order ≥ 1 (the ball's duals): every call's rows take the path without abs (read once per batch)
+    signed = True if min(jl[i] for i in setups) >= 1.0 else None
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
-                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta))
+                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta, signed))
     tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
@@ -302,10 +304,12 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
     return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), crude_lower)
 
 
-def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
+def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float,
+                        signed: Optional[bool] = None):
     r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j per
     subinterval): upper = min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and
-    a), lower = GL − error bound (only a refinement target)."""
+    a), lower = GL − error bound (only a refinement target). ``signed``: True where the caller knows every row's
+    j ≥ 1 (else read from the rows)."""
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
 
@@ -331,7 +335,8 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     scale = 1.0 + 1.0 / beta
     abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
     # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
-    signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
+    if signed is None:
+        signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
         xb = _gauss_legendre_points_t(c[b], hw[b])  # the block's nodes, transposed
@@ -344,12 +349,13 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         g1 = t_a ** (beta - 1.0)
         g1 *= abs_a[b]
         g1_0 = t_0 ** (beta - 1.0)
-        g1_0 *= abs_0[b]
+        abs_0b = abs_0[b]
+        g1_0 *= abs_0b
         g1 += g1_0
         g1 *= t_0
         pa *= c_a[b]  # n_a·|x − a|^β
         if signed:
-            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
+            p0 *= abs_0b  # |n_0||x|^β = −n_0|x|^β
             w = np.subtract(pa, p0, out=t_0)  # (t_0 read for the last time above)
         else:
             p0 *= c_0[b]  # n_0|x|^β
@@ -374,12 +380,12 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     sup_real, sup_sub = g(x_c, a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
-    if beta >= 3.0:
-        g3 = (beta - 1.0) * (beta - 2.0) * (abs(c_a) * da_hi ** (beta - 3.0) + abs(c_0) * d0_hi ** (beta - 3.0))
+    if beta >= 3.0:  # (|n_a|, |n_0|, |g*|: the arrays above, the same floats)
+        g3 = (beta - 1.0) * (beta - 2.0) * (abs_a * da_hi ** (beta - 3.0) + abs_0 * d0_hi ** (beta - 3.0))
     else:
-        g3 = (beta - 1.0) * abs(beta - 2.0) * (abs(c_a) * da_lo ** (beta - 3.0) + abs(c_0) * d0_lo ** (beta - 3.0))
+        g3 = (beta - 1.0) * abs(beta - 2.0) * (abs_a * da_lo ** (beta - 3.0) + abs_0 * d0_lo ** (beta - 3.0))
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
-    crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
+    crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + abs_g))
     return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
 
