@@ -971,6 +971,42 @@ def test_refinement_with_infinite_bounds_equals_the_plain_refinement_bit_for_bit
     assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
 
 
+
+def test_refinement_in_growing_arrays_equals_the_plain_refinement_bit_for_bit():
+    """renyi.refine_enclosure (arrays that only grow: split and settled subintervals left in place in bins no longer
+    read, the dead dropped in order once half of the arrays, capacity doubled) gives the sums and counts of the
+    refinement as first written, and every bounds call the same subintervals in the same order: 60 owners settling
+    at different rounds (tolerances 10^{-2} … 10^{-15}) and one stopped by the round limit, the arrays growing to
+    many times their first size and dropping their dead several times."""
+    from opacus_gg.accountants import renyi as ry
+    seen = {"fast": [], "plain": []}
+
+    def bounds_of(kind):
+        def bounds(l, r, o):
+            seen[kind].append((l.copy(), r.copy(), o.copy()))
+            h = r - l
+            # a smooth integrand with an h^5 error bound whose size depends on the owner, and only a crude h·sup
+            # next to the owner's left end (as next to a branch point: halved every round): owners refine unevenly
+            mid = np.exp(-0.5 * (l + r)) * h
+            err = np.where(l == 0.01 * o, h, np.where(o == 60, 0.0, (1.0 + o % 7) * h ** 5 * np.exp(-l)))
+            return mid + err, np.maximum(mid - err, 0.0)
+        return bounds
+
+    n = 61  # owner 60: exact but next to its left end, one split a round up to the round limit
+    xl = np.concatenate([np.linspace(0.0, 8.0, 5)[:-1] + 0.01 * i for i in range(n)])
+    xr = np.concatenate([np.linspace(0.0, 8.0, 5)[1:] + 0.01 * i for i in range(n)])
+    owner = np.repeat(np.arange(n), 4)
+    epsrel = np.append(10.0 ** -np.linspace(2.0, 15.0, n - 1), 1e-300)
+    with np.errstate(all="ignore"):
+        fast = ry.refine_enclosure(xl, xr, owner, n, epsrel, bounds_of("fast"))
+        plain = _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds_of("plain"))
+    assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1]) and fast[1].dtype == plain[1].dtype
+    assert len(seen["fast"]) == len(seen["plain"]) == ry._MAX_ROUNDS + 1  # the last owners stopped by the limit
+    for x, y in zip(seen["fast"], seen["plain"]):
+        assert all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+    rounds_per_owner = np.unique(fast[1]).size
+    assert rounds_per_owner > 20 and fast[1].sum() > 8 * xl.size  # settled unevenly; grown past the first capacity
+
 def _step_power_oracle(lam, G, Kq, U, s, rounded=False):
     """ball_rdp._step_power and _power_sup as written before issue 33's item 14 (λU_i computed twice, new arrays)."""
     U_lo, U_hi = (U * (1.0 - 4.0 * br._EPS), U * (1.0 + 4.0 * br._EPS)) if rounded else (U, U)
