@@ -488,7 +488,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             disc -= B
             disc /= 2.0 * slope  # (disc − B) / (2·slope) where B < 0
             np.copyto(b, disc, where=~(B >= 0))
-            np.copyto(b, hi, where=~positive)  # λ = 0: b = hi
+            if not positive.all():
+                np.copyto(b, hi, where=~positive)  # λ = 0: b = hi (only where a row has λ = 0)
         else:  # F'(b) = 0 by Newton's method from hi (docstring), in v = log b (B ≥ 0) or v = log(1 + C(b)) (B < 0)
             up = B >= 0
             # both as Φ(v) = c1·v + c2·log(k1·e^v + k0) − t, Φ' = c1 + c2·k1e^v/(k1e^v + k0)
@@ -531,7 +532,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         out += rise  # F(b) + max(F'(b)(A_i − b), F'(b)(A_{i+1} − b))
         if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
             out = out + 1e-14 * (1.0 + log_c + lam_bp + width * (np.abs(slope) / one_c + lam_bp1))
-    out[np.isnan(out)] = np.inf
+    if np.isnan(np.sum(out)):  # some entry NaN (or ∞ − ∞ in the sum: the fix is then a no-op)
+        out[np.isnan(out)] = np.inf
     return out
 
 
