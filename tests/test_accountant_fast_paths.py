@@ -870,12 +870,26 @@ def _k_peak_oracle(ja, a, beta):
 
 @pytest.mark.parametrize("beta", [1.2, 1.5, 2.0, 3.0])
 def test_k_peak_bisection_in_place_equals_its_first_form(beta):
-    """ball_rdp._k_peak (bisection updated in place, the coefficient once) gives the peak of its first form, on
-    orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the initial bracket [0, 1])."""
+    """ball_rdp._k_peak (bisection updated in place, the coefficient once, its convergence read every few steps)
+    gives the peak of its first form, on orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the
+    initial bracket [0, 1])."""
     rng = np.random.default_rng(7)
     a = 10 ** rng.uniform(-6.0, 1.0, 300)
     ja = rng.integers(2, 61, 300) * a
     assert _same_floats(br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta))
+
+
+@pytest.mark.parametrize("beta", [4.0, 6.0])
+def test_k_peak_below_the_least_subnormal_equals_its_first_form(beta):
+    """ball_rdp._k_peak (convergence read every few steps) where the peak is below the least subnormal (a^{β−2}
+    underflows, so rising is false down to 0 and at 0 itself: the one entry a step after convergence moves, put back)
+    and beside ordinary peaks: the first form's floats."""
+    a = np.array([1e-200, 1e-170, 1e-300, 1e-5, 0.3])
+    ja = np.array([2.0, 3.0, 60.0, 1e-250, 5.0]) * a
+    with np.errstate(all="ignore"):
+        fast, plain = br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta)
+    assert fast[0] == 5e-324 and fast[-1] > 1.0
+    assert _same_floats(fast, plain)
 
 
 def test_k_subintervals_equal_the_per_shift_edges():
