@@ -373,7 +373,7 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
     (not ∞·0 = NaN at u = 0). ``lam_lo``: λ·lo where the caller has it (the same float); the operations in place.
     """
     lam = lam[:, None]
-    unused = np.isposinf(K)
+    unused = K == np.inf  # np.isposinf's booleans, without its wrapper
     K = np.where(unused, 0.0, K)
     vals = np.subtract(K * lo ** s, lam * lo if lam_lo is None else lam_lo)
     np.maximum(vals, K * hi ** s - lam * hi, out=vals)

@@ -248,7 +248,7 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             # and the (rare) infinite bounds read loose themselves: only a loose owner's sum is +∞ then (a sum with
             # a NaN is NaN, never loose), so they are looked for only where one is
             split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[ow]
-            if np.any(loose & (tot == np.inf)):
+            if (loose & (tot == np.inf)).any():
                 at_inf = np.flatnonzero(up == np.inf)
                 split[at_inf] = loose[ow[at_inf]]
             split = np.flatnonzero(split)  # as indices, in their order
@@ -305,7 +305,8 @@ def _gauss_legendre_box(xl: np.ndarray, xr: np.ndarray):
     """(centres c, half-widths hw, ext_lo, ext_hi, V) of :func:`gauss_legendre_nodes`, without the nodes."""
     c = 0.5 * (xl + xr)
     hw = 0.5 * (xr - xl)
-    return c, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+    a_hw = _A_RHO * hw  # once for both ends (the same product)
+    return c, hw, c - a_hw, c + a_hw, _B_RHO * hw
 
 
 def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
