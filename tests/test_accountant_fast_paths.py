@@ -385,6 +385,18 @@ def test_k_log_terms_equal_both_forms_computed_everywhere(beta):
         assert all(_same_floats(u, v) for u, v in scalar)
 
 
+def test_gauss_legendre_box_equals_its_plain_form():
+    """renyi._gauss_legendre_box (the product ½(ρ + 1/ρ)·hw once for both ends) gives the centres, half-widths and
+    ellipse boxes of its plain form, on subintervals from 10^{-300} to 10^{3} wide, negative ones included."""
+    from opacus_gg.accountants import renyi as ry
+    rng = np.random.default_rng(21)
+    xl = rng.uniform(-50.0, 50.0, 4000)
+    xr = xl + 10 ** rng.uniform(-300.0, 3.0, 4000)
+    c, hw = 0.5 * (xl + xr), 0.5 * (xr - xl)
+    plain = (c, hw, c - ry._A_RHO * hw, c + ry._A_RHO * hw, ry._B_RHO * hw)
+    assert all(_same_floats(u, v) for u, v in zip(ry._gauss_legendre_box(xl, xr), plain))
+
+
 def test_graded_pieces_equal_the_per_piece_subdivision():
     """renyi._graded_pieces (every piece of one kind at once, then back to the pieces' order) gives the initial
     subintervals of log_moments_upper as first written: p + (q − p)·fractions per piece, its last point q, in
