@@ -270,9 +270,9 @@ def test_chord_requests_answered_together_equal_each_answered_alone():
         assert x.shape == y.shape and _same_floats(x, y), k
 
 
-def _subinterval_bounds_oracle(xl, xr, prm, beta):
+def _subinterval_bounds_oracle(xl, xr, prm, beta, signed=None):
     """renyi._subinterval_bounds as written before issue 33's item 11 (commit 2debcb7): every node of every row at
-    once, the nodes from gauss_legendre_nodes."""
+    once, the nodes from gauss_legendre_nodes (``signed``, the caller's j ≥ 1 on every row, not read: abs taken)."""
     from opacus_gg.accountants import renyi as ry
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
@@ -326,12 +326,13 @@ def _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, 
     (upper, lower) is the plain form's and the moment bounds are the same floats (``integer_orders``: every row
     has j ≥ 1, the path without abs)."""
     from opacus_gg.accountants import renyi as ry
-    calls = []
+    calls, signs = [], []
     fast_bounds = ry._subinterval_bounds
 
-    def spy(xl, xr, prm, b):
-        out = fast_bounds(xl, xr, prm, b)
+    def spy(xl, xr, prm, b, signed=None):
+        out = fast_bounds(xl, xr, prm, b, signed)
         calls.append(((xl, xr, prm, b), out))
+        signs.append(signed)
         return out
 
     ry.clear_moment_cache()
@@ -343,6 +344,8 @@ def _check_subinterval_bounds_against_their_plain_form(monkeypatch, js, shifts, 
         plain = ry.log_moments_upper(js, shifts, beta, 1e-9)
         ry.clear_moment_cache()
         assert len(calls) > 3 and sum(args[0].size for args, _ in calls) > 2000
+        # the batch's j ≥ 1 is passed down (read once per batch) exactly where every order is ≥ 1
+        assert signs == [True if integer_orders else None] * len(calls)
         for args, (upper, lower) in calls:
             if integer_orders:
                 assert np.all(args[2][4] >= 1.0)  # j ≥ 1 on every row: the path without abs
@@ -380,6 +383,18 @@ def test_k_log_terms_equal_both_forms_computed_everywhere(beta):
         assert _same_floats(lxa, np.log(x + a)) and _same_floats(w, (x + a) ** (beta - 1.0))
         scalar = zip(br._k_log_parts(x, a, 7, beta), _k_log_parts_oracle(x, a, 7, beta))  # one order for every row
         assert all(_same_floats(u, v) for u, v in scalar)
+
+
+def test_gauss_legendre_box_equals_its_plain_form():
+    """renyi._gauss_legendre_box (the product ½(ρ + 1/ρ)·hw once for both ends) gives the centres, half-widths and
+    ellipse boxes of its plain form, on subintervals from 10^{-300} to 10^{3} wide, negative ones included."""
+    from opacus_gg.accountants import renyi as ry
+    rng = np.random.default_rng(21)
+    xl = rng.uniform(-50.0, 50.0, 4000)
+    xr = xl + 10 ** rng.uniform(-300.0, 3.0, 4000)
+    c, hw = 0.5 * (xl + xr), 0.5 * (xr - xl)
+    plain = (c, hw, c - ry._A_RHO * hw, c + ry._A_RHO * hw, ry._B_RHO * hw)
+    assert all(_same_floats(u, v) for u, v in zip(ry._gauss_legendre_box(xl, xr), plain))
 
 
 def test_graded_pieces_equal_the_per_piece_subdivision():
@@ -867,12 +882,26 @@ def _k_peak_oracle(ja, a, beta):
 
 @pytest.mark.parametrize("beta", [1.2, 1.5, 2.0, 3.0])
 def test_k_peak_bisection_in_place_equals_its_first_form(beta):
-    """ball_rdp._k_peak (bisection updated in place, the coefficient once) gives the peak of its first form, on
-    orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the initial bracket [0, 1])."""
+    """ball_rdp._k_peak (bisection updated in place, the coefficient once, its convergence read every few steps)
+    gives the peak of its first form, on orders 2 … 60 and shifts 10^{-6} … 10 (peaks far below and above the
+    initial bracket [0, 1])."""
     rng = np.random.default_rng(7)
     a = 10 ** rng.uniform(-6.0, 1.0, 300)
     ja = rng.integers(2, 61, 300) * a
     assert _same_floats(br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta))
+
+
+@pytest.mark.parametrize("beta", [4.0, 6.0])
+def test_k_peak_below_the_least_subnormal_equals_its_first_form(beta):
+    """ball_rdp._k_peak (convergence read every few steps) where the peak is below the least subnormal (a^{β−2}
+    underflows, so rising is false down to 0 and at 0 itself: the one entry a step after convergence moves, put back)
+    and beside ordinary peaks: the first form's floats."""
+    a = np.array([1e-200, 1e-170, 1e-300, 1e-5, 0.3])
+    ja = np.array([2.0, 3.0, 60.0, 1e-250, 5.0]) * a
+    with np.errstate(all="ignore"):
+        fast, plain = br._k_peak(ja, a, beta), _k_peak_oracle(ja, a, beta)
+    assert fast[0] == 5e-324 and fast[-1] > 1.0
+    assert _same_floats(fast, plain)
 
 
 def test_k_subintervals_equal_the_per_shift_edges():
@@ -967,6 +996,42 @@ def test_refinement_with_infinite_bounds_equals_the_plain_refinement_bit_for_bit
     assert np.all(np.isfinite(fast[0][:3])) and fast[1][0] > 3
     assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
 
+
+
+def test_refinement_in_growing_arrays_equals_the_plain_refinement_bit_for_bit():
+    """renyi.refine_enclosure (arrays that only grow: split and settled subintervals left in place in bins no longer
+    read, the dead dropped in order once half of the arrays, capacity doubled) gives the sums and counts of the
+    refinement as first written, and every bounds call the same subintervals in the same order: 60 owners settling
+    at different rounds (tolerances 10^{-2} … 10^{-15}) and one stopped by the round limit, the arrays growing to
+    many times their first size and dropping their dead several times."""
+    from opacus_gg.accountants import renyi as ry
+    seen = {"fast": [], "plain": []}
+
+    def bounds_of(kind):
+        def bounds(l, r, o):
+            seen[kind].append((l.copy(), r.copy(), o.copy()))
+            h = r - l
+            # a smooth integrand with an h^5 error bound whose size depends on the owner, and only a crude h·sup
+            # next to the owner's left end (as next to a branch point: halved every round): owners refine unevenly
+            mid = np.exp(-0.5 * (l + r)) * h
+            err = np.where(l == 0.01 * o, h, np.where(o == 60, 0.0, (1.0 + o % 7) * h ** 5 * np.exp(-l)))
+            return mid + err, np.maximum(mid - err, 0.0)
+        return bounds
+
+    n = 61  # owner 60: exact but next to its left end, one split a round up to the round limit
+    xl = np.concatenate([np.linspace(0.0, 8.0, 5)[:-1] + 0.01 * i for i in range(n)])
+    xr = np.concatenate([np.linspace(0.0, 8.0, 5)[1:] + 0.01 * i for i in range(n)])
+    owner = np.repeat(np.arange(n), 4)
+    epsrel = np.append(10.0 ** -np.linspace(2.0, 15.0, n - 1), 1e-300)
+    with np.errstate(all="ignore"):
+        fast = ry.refine_enclosure(xl, xr, owner, n, epsrel, bounds_of("fast"))
+        plain = _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds_of("plain"))
+    assert _same_floats(fast[0], plain[0]) and np.array_equal(fast[1], plain[1]) and fast[1].dtype == plain[1].dtype
+    assert len(seen["fast"]) == len(seen["plain"]) == ry._MAX_ROUNDS + 1  # the last owners stopped by the limit
+    for x, y in zip(seen["fast"], seen["plain"]):
+        assert all(_same_floats(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+    rounds_per_owner = np.unique(fast[1]).size
+    assert rounds_per_owner > 20 and fast[1].sum() > 8 * xl.size  # settled unevenly; grown past the first capacity
 
 def _step_power_oracle(lam, G, Kq, U, s, rounded=False):
     """ball_rdp._step_power and _power_sup as written before issue 33's item 14 (λU_i computed twice, new arrays)."""

@@ -77,6 +77,8 @@ K_EPSREL = 1e-8
 _K_GRADE_LEVELS = 10  # [0, 3^{-10}] takes the monotone bound, then subintervals [3^{-k-1}, 3^{-k}] up to 1
 _K_TAIL_U = 60.0  # the body ends where u = X^β/(2β) ≥ this (beyond: the closed-form tail)
 _k_cache: Dict[Tuple[int, float, float], float] = {}
+_PEAK_CHECK = 4  # :func:`_k_peak` reads its bisection's convergence every this many steps
+_LEAST_SUBNORMAL = 5e-324
 
 
 def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
@@ -133,14 +135,22 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
             if not grow.any():
                 break
             lo, hi = np.where(grow, hi, lo), np.where(grow, 2.0 * hi, hi)
-        for _ in range(2100):
+        # the bisection, its convergence test read every _PEAK_CHECK steps: a converged entry (no float strictly
+        # between lo and hi) is left as it is by a step, as mid is lo or hi, rising(hi) is false (or hi = ∞) and
+        # rising(lo) is true where lo > 0 (each was set where rising was read so); only lo = 0 with hi the least
+        # subnormal can move (hi to 0, where rising(0) is false), and is put back after the loop
+        steps = 0
+        while steps < 2100:
+            for _ in range(min(_PEAK_CHECK, 2100 - steps)):
+                mid = 0.5 * (lo + hi)
+                up = rising(mid)
+                np.copyto(lo, mid, where=up)  # in place: lo and hi are this function's own arrays
+                np.copyto(hi, mid, where=~up)
+            steps += _PEAK_CHECK
             mid = 0.5 * (lo + hi)
-            inside = (lo < mid) & (mid < hi)
-            if not inside.any():
+            if not ((lo < mid) & (mid < hi)).any():
                 break
-            up = inside & rising(mid)
-            np.copyto(lo, mid, where=up)  # in place: lo and hi are this function's own arrays
-            np.copyto(hi, mid, where=inside ^ up)  # inside and not rising
+        hi[hi == 0.0] = _LEAST_SUBNORMAL
     return hi
 
 
@@ -363,7 +373,7 @@ def _power_sup(lam: np.ndarray, K: np.ndarray, s: float, lo: np.ndarray, hi: np.
     (not ∞·0 = NaN at u = 0). ``lam_lo``: λ·lo where the caller has it (the same float); the operations in place.
     """
     lam = lam[:, None]
-    unused = np.isposinf(K)
+    unused = K == np.inf  # np.isposinf's booleans, without its wrapper
     K = np.where(unused, 0.0, K)
     vals = np.subtract(K * lo ** s, lam * lo if lam_lo is None else lam_lo)
     np.maximum(vals, K * hi ** s - lam * hi, out=vals)
@@ -488,7 +498,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
             disc -= B
             disc /= 2.0 * slope  # (disc − B) / (2·slope) where B < 0
             np.copyto(b, disc, where=~(B >= 0))
-            np.copyto(b, hi, where=~positive)  # λ = 0: b = hi
+            if not positive.all():
+                np.copyto(b, hi, where=~positive)  # λ = 0: b = hi (only where a row has λ = 0)
         else:  # F'(b) = 0 by Newton's method from hi (docstring), in v = log b (B ≥ 0) or v = log(1 + C(b)) (B < 0)
             up = B >= 0
             # both as Φ(v) = c1·v + c2·log(k1·e^v + k0) − t, Φ' = c1 + c2·k1e^v/(k1e^v + k0)
@@ -531,7 +542,8 @@ def _chord_sup_at(lam: np.ndarray, lo: np.ndarray, hi: np.ndarray, Ei: np.ndarra
         out += rise  # F(b) + max(F'(b)(A_i − b), F'(b)(A_{i+1} − b))
         if rounded:  # C is a sum of non-negative terms (few ulps of C), so log1p(C) is within few ulps of 1 + itself
             out = out + 1e-14 * (1.0 + log_c + lam_bp + width * (np.abs(slope) / one_c + lam_bp1))
-    out[np.isnan(out)] = np.inf
+    if np.isnan(np.sum(out)):  # some entry NaN (or ∞ − ∞ in the sum: the fix is then a no-op)
+        out[np.isnan(out)] = np.inf
     return out
 
 

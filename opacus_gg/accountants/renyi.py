@@ -169,8 +169,10 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     params = np.zeros((5, n))
     params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
+    # every order ≥ 1 (the ball's duals): every call's rows take the path without abs (read once per batch)
+    signed = True if min(jl[i] for i in setups) >= 1.0 else None
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
-                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta))
+                                lambda l, r, o: _subinterval_bounds(l, r, np.take(params, o, axis=1), beta, signed))
     tot, cnt = tot.tolist(), cnt.tolist()
     for i, (x_star, g_star, slack, tail) in setups.items():
         # round-off of the sums of positive terms: ≤ (number of terms) ulps each for the 16-node dot products and
@@ -214,49 +216,80 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
     refinement target); while an owner's Σ(upper − lower) exceeds ``epsrel`` × Σ upper (and it has fewer than
     1500 subintervals, at most 40 rounds), its subintervals whose gap exceeds a quarter of its share are halved,
     and so are those whose bound is +∞ (a crude bound that overflowed on a wide subinterval). Any cover gives a
-    valid sum: the splitting only tightens it."""
+    valid sum: the splitting only tightens it.
+
+    Each owner's sums are ``np.bincount``'s, which adds an owner's entries in array order; the subintervals of a
+    round are those of the round before less the ones split (in their order), then the left halves, then the right
+    halves. The arrays only grow: a subinterval split, or one whose owner has settled, stays where it is, moved to
+    the unused bin n (split) or left in a bin that is no longer read (settled owner: count 0, never loose), and
+    the halves are appended; so each read bin adds the same entries in the same order as arrays rebuilt every
+    round would. The dead entries are dropped (the order kept) once they are half of the arrays."""
     out_tot, out_cnt = np.zeros(n), np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         upper, lower = bounds(xl, xr, owner)
-        cnt = np.bincount(owner, minlength=n)
+        size = xl.size
+        cap = 2 * size + 64
+        XL, XR, OW, UP, GP = (np.empty(cap), np.empty(cap), np.empty(cap, dtype=owner.dtype), np.empty(cap),
+                              np.empty(cap))
+        XL[:size], XR[:size], OW[:size], UP[:size] = xl, xr, owner, upper
+        np.subtract(upper, lower, out=GP[:size])  # the gap of each subinterval, once
+        cnt = np.bincount(owner, minlength=n + 1)  # bin n: the subintervals split (count 0: never loose)
+        eps = np.append(epsrel, 0.0)
+        dead = 0
         for _ in range(_MAX_ROUNDS):
-            gap = upper - lower
-            tot = np.bincount(owner, upper, minlength=n)
-            share = epsrel * tot
-            loose = ((np.bincount(owner, gap, minlength=n) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS)
+            ow, up, gap = OW[:size], UP[:size], GP[:size]
+            tot = np.bincount(ow, up, minlength=n + 1)
+            share = eps * tot
+            # cnt > 0: an owner settled earlier (count 0) is never loose, as its empty sums were not
+            loose = ((np.bincount(ow, gap, minlength=n + 1) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS) \
+                & (cnt > 0)
             # per owner, then read per subinterval: the same operations on the same operands; the threshold NaN
             # where the owner is not loose (a comparison with NaN is false), so one gather gives loose & (gap > it),
-            # and the (rare) infinite bounds read loose themselves
-            split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[owner]
-            at_inf = np.flatnonzero(upper == np.inf)
-            split[at_inf] = loose[owner[at_inf]]
-            # an owner without a split this round keeps its subintervals, sums and decisions in every later round:
-            # its sums are final (each owner's sum reads its own subintervals in their order, which the others'
-            # removal keeps), and its subintervals leave the arrays
-            split = np.flatnonzero(split)  # as indices: each array below gathers by them, in their order
-            halved = owner[split]
-            n_split = np.bincount(halved, minlength=n)
+            # and the (rare) infinite bounds read loose themselves: only a loose owner's sum is +∞ then (a sum with
+            # a NaN is NaN, never loose), so they are looked for only where one is
+            split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[ow]
+            if (loose & (tot == np.inf)).any():
+                at_inf = np.flatnonzero(up == np.inf)
+                split[at_inf] = loose[ow[at_inf]]
+            split = np.flatnonzero(split)  # as indices, in their order
+            halved = ow[split]
+            n_split = np.bincount(halved, minlength=n + 1)
             busy = n_split > 0
             done = ~busy & (cnt > 0)
-            np.copyto(out_tot, tot, where=done)
-            np.copyto(out_cnt, cnt, where=done)
+            np.copyto(out_tot, tot[:n], where=done[:n])
+            np.copyto(out_cnt, cnt[:n], where=done[:n])
             if not halved.size:
                 return out_tot, out_cnt
+            dead += int(np.sum(cnt[done])) + split.size
             cnt = np.where(busy, cnt + n_split, 0)  # the next round's count: each split adds one subinterval
-            keep = busy[owner]
-            keep[split] = False
-            keep = np.flatnonzero(keep)
-            left, right = xl[split], xr[split]
-            mid = 0.5 * (left + right)
-            nl, nr = np.concatenate([left, mid]), np.concatenate([mid, right])
-            no = np.concatenate([halved, halved])
+            left, right = XL[split], XR[split]
+            ow[split] = n
+            if 2 * dead > size:  # drop the dead entries, in order (each read bin: the same entries, the same order)
+                keep = np.flatnonzero(cnt[ow] > 0)
+                size = keep.size
+                for arr in (XL, XR, OW, UP, GP):
+                    arr[:size] = arr[keep]
+                dead = 0
+            k = split.size
+            if size + 2 * k > cap:
+                cap = 2 * (size + 2 * k)
+                XL, XR, OW, UP, GP = (np.concatenate([arr[:size], np.empty(cap - size, dtype=arr.dtype)])
+                                      for arr in (XL, XR, OW, UP, GP))
+            nl, nr, no = XL[size: size + 2 * k], XR[size: size + 2 * k], OW[size: size + 2 * k]
+            nl[:k] = left
+            np.add(left, right, out=nl[k:])
+            nl[k:] *= 0.5  # the midpoints 0.5·(left + right)
+            nr[:k] = nl[k:]
+            nr[k:] = right
+            no[:k] = halved
+            no[k:] = halved
             nu, nlo = bounds(nl, nr, no)
-            xl, xr = np.concatenate([xl[keep], nl]), np.concatenate([xr[keep], nr])
-            owner = np.concatenate([owner[keep], no])
-            upper, lower = np.concatenate([upper[keep], nu]), np.concatenate([lower[keep], nlo])
+            UP[size: size + 2 * k] = nu
+            np.subtract(nu, nlo, out=GP[size: size + 2 * k])
+            size += 2 * k
         # _MAX_ROUNDS rounds: the owners split in the last one sum their subintervals as they are now
-        np.copyto(out_tot, np.bincount(owner, upper, minlength=n), where=busy)
-        np.copyto(out_cnt, cnt, where=busy)
+        np.copyto(out_tot, np.bincount(OW[:size], UP[:size], minlength=n + 1)[:n], where=busy[:n])
+        np.copyto(out_cnt, cnt[:n], where=busy[:n])
         return out_tot, out_cnt
 
 
@@ -272,7 +305,8 @@ def _gauss_legendre_box(xl: np.ndarray, xr: np.ndarray):
     """(centres c, half-widths hw, ext_lo, ext_hi, V) of :func:`gauss_legendre_nodes`, without the nodes."""
     c = 0.5 * (xl + xr)
     hw = 0.5 * (xr - xl)
-    return c, hw, c - _A_RHO * hw, c + _A_RHO * hw, _B_RHO * hw
+    a_hw = _A_RHO * hw  # once for both ends (the same product)
+    return c, hw, c - a_hw, c + a_hw, _B_RHO * hw
 
 
 def _gauss_legendre_points(c: np.ndarray, hw: np.ndarray) -> np.ndarray:
@@ -302,10 +336,12 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
     return np.where(ok, np.minimum(gl + err, crude), crude), np.where(ok, np.maximum(gl - err, 0.0), crude_lower)
 
 
-def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float):
+def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float,
+                        signed: Optional[bool] = None):
     r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j per
     subinterval): upper = min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and
-    a), lower = GL − error bound (only a refinement target)."""
+    a), lower = GL − error bound (only a refinement target). ``signed``: True where the caller knows every row's
+    j ≥ 1 (else read from the rows)."""
     a, x_star, g_star, slack, j = prm
     c_a, c_0 = j, 1.0 - j
 
@@ -331,7 +367,8 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     scale = 1.0 + 1.0 / beta
     abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
     # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
-    signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
+    if signed is None:
+        signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
     for k in range(0, rows.size, _NODE_ROWS):
         b = rows[k: k + _NODE_ROWS]
         xb = _gauss_legendre_points_t(c[b], hw[b])  # the block's nodes, transposed
@@ -344,12 +381,13 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
         g1 = t_a ** (beta - 1.0)
         g1 *= abs_a[b]
         g1_0 = t_0 ** (beta - 1.0)
-        g1_0 *= abs_0[b]
+        abs_0b = abs_0[b]
+        g1_0 *= abs_0b
         g1 += g1_0
         g1 *= t_0
         pa *= c_a[b]  # n_a·|x − a|^β
         if signed:
-            p0 *= abs_0[b]  # |n_0||x|^β = −n_0|x|^β
+            p0 *= abs_0b  # |n_0||x|^β = −n_0|x|^β
             w = np.subtract(pa, p0, out=t_0)  # (t_0 read for the last time above)
         else:
             p0 *= c_0[b]  # n_0|x|^β
@@ -374,12 +412,12 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     sup_real, sup_sub = g(x_c, a) + slack
     # sup |g''| over the box: |g''(c)| (real, keeps the cancellation) + radius · sup |g'''| (needs none)
     g2_c = (beta - 1.0) * np.abs(c_a * np.abs(c - a) ** (beta - 2.0) + c_0 * np.abs(c) ** (beta - 2.0))
-    if beta >= 3.0:
-        g3 = (beta - 1.0) * (beta - 2.0) * (abs(c_a) * da_hi ** (beta - 3.0) + abs(c_0) * d0_hi ** (beta - 3.0))
+    if beta >= 3.0:  # (|n_a|, |n_0|, |g*|: the arrays above, the same floats)
+        g3 = (beta - 1.0) * (beta - 2.0) * (abs_a * da_hi ** (beta - 3.0) + abs_0 * d0_hi ** (beta - 3.0))
     else:
-        g3 = (beta - 1.0) * abs(beta - 2.0) * (abs(c_a) * da_lo ** (beta - 3.0) + abs(c_0) * d0_lo ** (beta - 3.0))
+        g3 = (beta - 1.0) * abs(beta - 2.0) * (abs_a * da_lo ** (beta - 3.0) + abs_0 * d0_lo ** (beta - 3.0))
     g2 = g2_c * (1.0 + 1e-12) + np.hypot(_A_RHO * hw, V) * g3
-    crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + np.abs(g_star)))
+    crude = h * np.exp(sup_sub - g_star + 8 * _EPS * (np.abs(sup_sub) + abs_g))
     return gauss_legendre_bounds(hw, values, sup_real + 0.5 * V * V * g2 - g_star, ok, crude)
 
 
