@@ -321,7 +321,8 @@ def test_verbose_names_the_cover_pair_behind_the_equal_spread_bracket():
     """Where the pair that sets the equal-spread PRV is an interval pair B[k₀, k₁] (k₀ < k₁: k₁ coordinates at the
     shift of k₀, above every spread it covers), the verbose lines name the range and say that the bracket's lower end
     is not a lower bound on any spread's ε (β = 1.5, p = 2, d = 2410: B[35, 37] gives 1.6680, the spread over 35
-    coordinates alone 1.5870); an exact spread keeps its plain label."""
+    coordinates alone 1.5870); so does a single spread k > 1 (a discrete pair that dominates it); only the exact
+    one-coordinate pair's bracket is a bracket of that spread's ε."""
     from opacus_gg.accountants.report import EpsilonReport
 
     def lines(k0: int, k1: int) -> list:
@@ -333,9 +334,12 @@ def test_verbose_names_the_cover_pair_behind_the_equal_spread_bracket():
     assert any("PRV over every equal spread" in x and "not a lower bound" in x for x in cover)
     assert any(x.strip() == "worst case: remove direction, the pair covering the spreads over 35–37 coordinates"
                for x in cover)
-    exact = lines(35, 35)
+    one = lines(35, 35)  # a discrete pair that dominates the spread over 35 coordinates: its bracket, not ε's
+    assert any("not a lower bound" in x for x in one)
+    assert any(x.strip() == "worst case: remove direction, shift spread over 35 coordinate(s)" for x in one)
+    exact = lines(1, 1)  # the exact one-coordinate pair: a bracket of that spread's ε
     assert not any("not a lower bound" in x for x in exact)
-    assert any(x.strip() == "worst case: remove direction, shift spread over 35 coordinate(s)" for x in exact)
+    assert any(x.strip() == "worst case: remove direction, shift spread over 1 coordinate(s)" for x in exact)
 
 
 def test_opacus_example_flag_names_point_at_ours(capsys):

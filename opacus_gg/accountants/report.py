@@ -164,11 +164,12 @@ class EpsilonReport:
             return lines
         # over equal spreads the PRV runs over an interval cover (pairs that dominate whole ranges of spreads):
         # where that cover is looser than the proven bound, its bracket is the cover's, not ε's
-        # (k₀, k₁) of the pair that set the cover's ε: k₀ < k₁ is B[k₀, k₁], which dominates the spreads k₀ … k₁ and
-        # is above each of them (its bracket is not one of any spread's ε)
+        # (k₀, k₁) of the pair that set the cover's ε: k₀ < k₁ is B[k₀, k₁], which dominates the spreads k₀ … k₁, and
+        # k₀ = k₁ > 1 a discrete pair that dominates that spread: only k₁ = 1 (the exact one-coordinate pair) is
+        # bracketed itself, elsewhere the lower end is the dominating pair's, not a lower bound on a spread's ε
         k0, k1 = self.details.get("shape_range", (self.shape_k, self.shape_k))
         loose = b["scope"] == "equal_spreads" and b["upper"] > self.epsilon
-        cover = b["scope"] == "equal_spreads" and k0 != k1
+        cover = b["scope"] == "equal_spreads" and k1 > 1
         lines.append(f"  {what}: lower {fmt_down(b['lower'], digits)}, estimate {b['estimate']:.{digits}f}, "
                      f"upper {fmt_up(b['upper'], digits)}"
                      + (" (the spread cover's, looser than the proven bound: not a bracket of epsilon)" if loose else
