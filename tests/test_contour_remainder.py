@@ -231,3 +231,16 @@ def test_rows_file_covers_every_shift_and_round_trips(tmp_path):
     path.write_text(text)
     with pytest.raises(ValueError):
         cr.load_rows(str(path))
+
+
+@pytest.mark.parametrize("path", sorted((_BENCH / "data").glob("c3_rows_c*.json")), ids=lambda p: p.name)
+def test_committed_rows_cover_every_shift_and_reproduce_their_small_shift_part(path):
+    # the shipped rows (docs: table 8): every a ∈ (0, a_0] (a_min = a_0/16 by Z3, the rest by cells), |y| ≤ 40 without
+    # gaps (load_rows), ρ_s below the cells' ρ in every row; Z3's part recomputed at the first and a middle row
+    meta, tables = cr.load_rows(str(path))
+    assert meta["a0"] == 0.1 and meta["a_min"] == 0.1 / 16 and meta["y_max"] == 40.0 and meta["beta"] == BETA
+    for c, rows in tables.items():
+        assert all(r["rho_small"] < r["rho_cells"] and math.isfinite(r["rho"]) for r in rows)
+        for r in (rows[0], rows[len(rows) // 3]):
+            assert (r["rho_small"], r["lam_small"]) == cr.small_bound(BETA, c, meta["a_min"], r["y_lo"], r["y_hi"],
+                                                                      meta["small_split"], meta["small_split"])
