@@ -18,11 +18,14 @@ conjugate of φ(c + iy)) :func:`cell_bound` returns ρ ≥ sup |r|/a² and λ �
 * the second-order form about the centre (Lemma Z2, :func:`cell_bound`): the terms evaluated on balls are second
   or third order in the cell's size, so the bound tends to |r|/a² at the centre as the cell shrinks;
 * :func:`row_bound`: branch and bound over a-cells for one y-row (the cell of the largest bound is split until it
-  is within a tolerance of the largest value seen, or a budget is spent); the final cells cover the row.
+  is within a tolerance of the largest value seen, or a budget is spent); the final cells cover the row;
+* :func:`small_bound`: a ∈ (0, a_min] by Taylor in a (Lemma Z3: φ is even in a and C⁴, ∂_a⁴φ enclosed by
+  :func:`enclose_phi4` over [0, a_min] × the row), so |r| ≤ a⁴·(constants), the true order.
 
 Everything is an arb/acb ball (python-flint, a dev dependency; the library does not import it), so quadrature error
-and round-off are inside. The command writes ρ and λ per (c, y-row), the sup over a ∈ [a_min, a_0]; a < a_min is
-NOT covered here (docs: the Taylor lemma that remains); ``--compare`` checks the rows against
+and round-off are inside. The command prints ρ and λ per (c, y-row), the sup over a ∈ [a_min, a_0] (cells) and over
+a ∈ (0, a_min] (Lemma Z3); ``--out FILE`` writes the rows as JSON with ρ, λ the sup over a ∈ (0, a_0]
+(:func:`write_rows`, read back by :func:`load_rows`); ``--compare`` checks the rows against
 :func:`base_ceiling._rho`'s sampled values (table 5's grid): every enclosure must be ≥ the sample.
 """
 
@@ -183,6 +186,113 @@ def cell_bound(beta: float, c: float, a_lo: float, a_hi: float, y_lo: float, y_h
     return _up(rho), _up(lam), _down(r_m.abs_lower() / (am * am))
 
 
+def enclose_phi4(beta: float, c: float, a: arb, y: arb) -> acb:
+    r"""A ball containing ∂_a⁴φ(c + iy; a) at every (a, y) of the balls a ⊂ [0, ∞), y (Lemma Z3; a may contain 0).
+
+    With h(x) = |x|^β/β, F = e^{(z−1)h}, G = e^{−zh}: φ(z; a) = (1/Z)∫F(x)G(x − a)dx, and F, G are C² (β ≥ 2), so
+    moving two derivatives onto each factor, ∂_a⁴φ = (1/Z)∫F''(x)G''(x − a)dx with F'' = 𝒜(|x|)F, G'' = ℬ(|x|)G,
+
+        𝒜(t) = (z − 1)((β − 1)t^{β−2} + (z − 1)t^{2β−2}),   ℬ(t) = z(z t^{2β−2} − (β − 1)t^{β−2}).
+
+    In the symmetric form of :func:`enclose` (x = a/2 ± v; P = v + a/2, N = |v − a/2|, M, ℓ, w = z − ½ as there):
+
+        ∂_a⁴φ = (1/Z)∫_0^∞ e^{−M}(𝒜(P)ℬ(N)e^{wℓ} + 𝒜(N)ℬ(P)e^{−wℓ}) dv,
+
+    bounded integrands (t^{β−2} only; the fourth derivative under the integral would carry N^{β−4}, not integrable).
+    Pieces as :func:`enclose` (v = (a/2)u, with (a/2)^e a ball factor, and v = a/2 + s, s ∈ (0, S)); the tail
+    v > a/2 + S by Lemma D0 on the majorant 2K(v + a_+)^{4β−4}e^{−v^β/β + (c−½)a_+(v+a_+)^{β−1}},
+    K = |z − 1|(β − 1 + |z − 1|)·|z|(|z| + β − 1) (there P, N ∈ [1, v + a_+]: lower powers below higher ones)."""
+    g = _Ball(beta, c, 0.0)
+    b, b1, b2 = g.b, g.b1, g.b - 2
+    S = _cut(beta)
+    z = acb(arb(c), y)
+    w = z - arb(0.5)
+    zm1 = z - 1
+    half = acb(a / 2)
+    # (a/2)^e: constants in u (a may hold 0)
+    ha = {"b": half.pow(b, analytic=False), "b2": half.pow(b2, analytic=False), "bb": half.pow(2 * b1, analytic=False)}
+
+    def ab(pb2: acb, pbb: acb) -> Tuple[acb, acb]:
+        """(𝒜(t), ℬ(t)) from t^{β−2}, t^{2β−2}."""
+        return zm1 * (b1 * pb2 + zm1 * pbb), z * (z * pbb - b1 * pb2)
+
+    def integrand(pbeta: acb, nbeta: acb, p2: acb, pb: acb, n2: acb, nb: acb) -> acb:
+        M, ell = (pbeta + nbeta) / (2 * b), (pbeta - nbeta) / b
+        (ap, bp), (an_, bn) = ab(p2, pb), ab(n2, nb)
+        return (-M).exp() * (ap * bn * (w * ell).exp() + an_ * bp * (-w * ell).exp())
+
+    def inner(u, an):
+        up, um = 1 + u, 1 - u
+        return (a / 2) * integrand(ha["b"] * up.pow(b, analytic=an), ha["b"] * um.pow(b, analytic=an),
+                                   ha["b2"] * up.pow(b2, analytic=an), ha["bb"] * up.pow(2 * b1, analytic=an),
+                                   ha["b2"] * um.pow(b2, analytic=an), ha["bb"] * um.pow(2 * b1, analytic=an))
+
+    def outer(s, an):
+        P = s + a
+        return integrand(P.pow(b, analytic=an), s.pow(b, analytic=an), P.pow(b2, analytic=an),
+                         P.pow(2 * b1, analytic=an), s.pow(b2, analytic=an), s.pow(2 * b1, analytic=an))
+
+    a_up = arb(_up(a))
+    kappa = _up((arb(c) - arb(0.5)) * a_up)
+    K = 2 * arb(_up(zm1.abs_upper() * (b1 + zm1.abs_upper()) * z.abs_upper() * (z.abs_upper() + b1)))
+    parts = acb.integral(inner, 0.0, 1.0, rel_tol=QUAD_TOL, abs_tol=QUAD_TOL)
+    parts += acb.integral(outer, 0.0, S, rel_tol=QUAD_TOL, abs_tol=QUAD_TOL)
+    if not parts.is_finite():
+        raise ArithmeticError(f"contour_remainder: acb.integral failed (phi_aaaa, a {a}, y {y})")
+
+    def major(t, an):
+        return K * (-g.pw(t, b, an) / b + arb(kappa) * g.pw(t + a_up, b1, an)).exp() * g.pw(t + a_up, 4 * b1, an)
+
+    tail = tail_integral(major, S, beta, kappa, _up(a_up), _up(4 * b1)).upper()
+    return (parts + _disc(tail)) / g.lz.exp()
+
+
+def small_bound(beta: float, c: float, a_min: float, y_lo: float, y_hi: float, n_a: int = 4,
+                n_y: int = 4) -> Tuple[float, float]:
+    r"""(ρ_s, λ_s) with |r(c + iy; a)| ≤ a²ρ_s and log|φ(c + iy; a)| ≤ a²λ_s for every a ∈ (0, a_min] and
+    y ∈ [y_lo, y_hi], rounded up (Lemma Z3). φ is even in a and C⁴ with φ(0) = 1, ∂_a²φ(0) = I z(z − 1) = 2A, so
+
+        φ = 1 + u,  u = Aa² + R_4,  R_4 = ∫_0^a (a − t)³/6·∂_a⁴φ(t) dt,  |R_4| ≤ D a⁴/24,
+        R_4 − A²a⁴/2 = ∫_0^a (a − t)³/6·(∂_a⁴φ(t) − 12A²) dt,  |·| ≤ D' a⁴/24,
+
+    D ≥ sup|∂_a⁴φ|, D' ≥ sup|∂_a⁴φ − 12A²| over [0, a_min] × the row (:func:`enclose_phi4` on ``n_a`` × ``n_y``
+    sub-balls). With U = |A|a² + Da⁴/24 ≥ |u| < 1 (principal log = the series), r = log(1 + u) − Aa² is bounded
+    both ways, and the smaller is taken:
+
+        |r| ≤ Da⁴/24 + U²/(2(1 − U))                                     (|log(1 + u) − u| ≤ |u|²/(2(1 − |u|)))
+        |r| ≤ D'a⁴/24 + |A|a²·Da⁴/24 + (Da⁴/24)²/2 + U³/(3(1 − U))      (u² − A²a⁴ = 2Aa²R_4 + R_4²)
+
+    Each right side over a² increases in a, so a = a_min gives ρ_s (for every sub-ball; the largest is kept).
+    λ_s = sup_row Re(A) + ρ_s = I(c² − c − y_lo²)/2 + ρ_s (log|φ| = Re(Aa²) + Re r). Raises where U ≥ 1."""
+    if not 0.0 < a_min and 0.0 <= y_lo <= y_hi:
+        raise ValueError(f"contour_remainder: bad small-shift row a_min {a_min}, y [{y_lo}, {y_hi}]")
+    I = fisher(beta)
+    am = arb(a_min)
+    a2, a4 = am * am, am ** 4
+    a_edges = [a_min * k / n_a for k in range(n_a + 1)]
+    y_edges = [y_lo + (y_hi - y_lo) * k / n_y for k in range(n_y)] + [y_hi]
+    rho = 0.0
+    for y0, y1 in zip(y_edges[:-1], y_edges[1:]):
+        yb = arb(y0).union(arb(y1))
+        z = acb(arb(c), yb)
+        A = I * z * (z - 1) / 2
+        if not A.abs_upper() * a2 < 1:
+            raise ArithmeticError(f"contour_remainder: Lemma Z3 needs |u| < 1 (c {c}, y [{y0}, {y1}], a_min {a_min})")
+        d = dc = arb(0)
+        for a0, a1 in zip(a_edges[:-1], a_edges[1:]):
+            phi4 = enclose_phi4(beta, c, arb(a0).union(arb(a1)), yb)
+            d, dc = d.max(phi4.abs_upper()), dc.max((phi4 - 12 * A * A).abs_upper())
+        r4 = d * a4 / 24
+        U = A.abs_upper() * a2 + r4
+        if not U < 1:
+            raise ArithmeticError(f"contour_remainder: Lemma Z3 needs |u| < 1 (c {c}, y [{y0}, {y1}], a_min {a_min})")
+        plain = r4 + U * U / (2 * (1 - U))
+        cancel = dc * a4 / 24 + A.abs_upper() * a2 * r4 + r4 * r4 / 2 + U ** 3 / (3 * (1 - U))
+        rho = max(rho, _up(plain.min(cancel) / a2))
+    lam = I * (arb(c) * arb(c) - arb(c) - arb(y_lo) * arb(y_lo)) / 2 + arb(rho)
+    return rho, _up(lam)
+
+
 def a_cells(a0: float, a_min: float, ratio: float) -> List[Tuple[float, float]]:
     """Geometric cells covering [a_min, a0] (ratio ≥ the cells' hi/lo; the ends exact)."""
     n = max(int(math.ceil(math.log(a0 / a_min) / math.log(ratio))), 1)
@@ -231,29 +341,77 @@ def row_bound(beta: float, c: float, y_lo: float, y_hi: float, cells: Sequence[T
 
 
 def remainder_table(beta: float, cs: Sequence[float], a0: float, a_min: float, ratio: float, fine_ratio: float,
-                    fine_below: float, y_max: float, y_rel: float, y_first: float, tol: float, extra: int) -> dict:
+                    fine_below: float, y_max: float, y_rel: float, y_first: float, tol: float, extra: int,
+                    small_split: int = 1) -> dict:
     """ρ(c, row) and λ(c, row) over a ∈ [a_min, a0] (:func:`row_bound`; geometric start cells of ``ratio``, of
     ``fine_ratio`` in the rows with |z| ≤ ``fine_below`` (there r is small and the cells must be too; above, the
-    integrals oscillate and cost more), ``extra`` cells of splitting per row), printed per row, returned as
-    {c: [(y_lo, y_hi, ρ, λ, ρ_low, cells), ...]}."""
-    out = {}
+    integrals oscillate and cost more), ``extra`` cells of splitting per row) and over a ∈ (0, a_min]
+    (:func:`small_bound`, ``small_split`` sub-balls in a and in y), printed per row, returned as
+    {c: [(y_lo, y_hi, ρ, λ, ρ_low, cells, ρ_small, λ_small), ...]} (ρ, λ: the cells'), with the seconds per c in
+    {"seconds": {c: s}}."""
+    out, seconds = {}, {}
     coarse, fine = a_cells(a0, a_min, ratio), a_cells(a0, a_min, fine_ratio)
     for c in cs:
         rows, t0 = [], time.perf_counter()
         print(f"beta {beta:g}, c {c:g}, a in [{a_min:g}, {a0:g}] (start cells: ratio {fine_ratio:g} where |z| <="
-              f" {fine_below:g}, {ratio:g} above; tol {tol:g}, {extra} more cells per row)")
-        print("| y-row | rho (enclosed) | rho_low (centres) | lambda (enclosed) | cells |")
-        print("|---|---|---|---|---|")
+              f" {fine_below:g}, {ratio:g} above; tol {tol:g}, {extra} more cells per row); a in (0, {a_min:g}]:"
+              f" Lemma Z3")
+        print("| y-row | rho (enclosed) | rho_low (centres) | lambda (enclosed) | cells | rho_small (Z3) | lambda_small |")
+        print("|---|---|---|---|---|---|---|")
         for y_lo, y_hi in y_cells(y_max, c, y_rel, y_first):
             cells = fine if math.hypot(c, y_hi) <= fine_below else coarse
             rho, lam, low, n = row_bound(beta, c, y_lo, y_hi, cells, tol, len(cells) + extra)
-            rows.append((y_lo, y_hi, rho, lam, low, n))
-            print(f"| [{y_lo:.4g}, {y_hi:.4g}] | {rho:.4g} | {low:.4g} | {lam:.4g} | {n} |")
+            rho_s, lam_s = small_bound(beta, c, a_min, y_lo, y_hi, small_split, small_split)
+            rows.append((y_lo, y_hi, rho, lam, low, n, rho_s, lam_s))
+            print(f"| [{y_lo:.4g}, {y_hi:.4g}] | {rho:.4g} | {low:.4g} | {lam:.4g} | {n} | {rho_s:.3g} | {lam_s:.4g} |")
             sys.stdout.flush()
-        out[c] = rows
-        print(f"c {c:g}: {len(rows)} rows, {sum(r[5] for r in rows)} cells, {time.perf_counter() - t0:.0f} s;"
-              f" largest rho/rho_low {max(r[2] / r[4] for r in rows if r[4] > 0):.3g}")
+        out[c], seconds[c] = rows, time.perf_counter() - t0
+        print(f"c {c:g}: {len(rows)} rows, {sum(r[5] for r in rows)} cells, {seconds[c]:.0f} s;"
+              f" largest rho/rho_low {max(r[2] / r[4] for r in rows if r[4] > 0):.3g};"
+              f" largest rho_small/rho {max(r[6] / r[2] for r in rows):.3g}")
+    out["seconds"] = seconds
     return out
+
+
+def write_rows(path: str, table: dict, meta: dict) -> None:
+    r"""Write the rows as JSON: ``meta`` (the run's parameters) and per c a list of rows
+    {y_lo, y_hi, rho, lam, rho_low, cells, rho_cells, lam_cells, rho_small, lam_small}, where rho ≥ |r(c + iy; a)|/a²
+    and lam ≥ log|φ(c + iy; a)|/a² for every a ∈ (0, a_0] and y ∈ [y_lo, y_hi] (and −y: conjugates): the larger of
+    the cells' (a ∈ [a_min, a_0], Lemma Z2) and Lemma Z3's (a ∈ (0, a_min]); floats rounded up, ``Infinity`` where a
+    cell's φ met the log's cut (ρ only). rho_low: the largest centre value |r|/a² (a lower bound of the sup)."""
+    import json
+
+    tables = []
+    for c, rows in table.items():
+        if c == "seconds":
+            continue
+        tables.append({"c": c, "seconds": round(table["seconds"][c], 1), "rows": [
+            {"y_lo": y_lo, "y_hi": y_hi, "rho": max(rho, rho_s), "lam": max(lam, lam_s), "rho_low": low, "cells": n,
+             "rho_cells": rho, "lam_cells": lam, "rho_small": rho_s, "lam_small": lam_s}
+            for y_lo, y_hi, rho, lam, low, n, rho_s, lam_s in rows]})
+    with open(path, "w") as fh:
+        json.dump({**meta, "tables": tables}, fh, indent=1)
+        fh.write("\n")
+
+
+def load_rows(path: str) -> Tuple[dict, dict]:
+    """(meta, {c: rows}) from :func:`write_rows`'s file, checked: the rows of each c cover [0, y_max] in order with
+    no gap, and rho, lam are the larger of their parts (raises otherwise)."""
+    import json
+
+    with open(path) as fh:
+        data = json.load(fh)
+    out = {}
+    for t in data.pop("tables"):
+        rows = t["rows"]
+        ok = rows[0]["y_lo"] == 0.0 and rows[-1]["y_hi"] == data["y_max"]
+        ok = ok and all(p["y_hi"] == q["y_lo"] for p, q in zip(rows, rows[1:]))
+        ok = ok and all(r["rho"] >= max(r["rho_cells"], r["rho_small"]) and r["lam"] >= max(r["lam_cells"],
+                        r["lam_small"]) for r in rows)
+        if not ok:
+            raise ValueError(f"contour_remainder: rows of c {t['c']} in {path} do not cover [0, y_max] as written")
+        out[t["c"]] = rows
+    return data, out
 
 
 def compare(beta: float, table: dict, a0: float, n_a: int, n_y: int) -> float:
@@ -263,10 +421,12 @@ def compare(beta: float, table: dict, a0: float, n_a: int, n_y: int) -> float:
 
     worst = math.inf
     for c, rows in table.items():
+        if c == "seconds":
+            continue
         ys = np.linspace(0.0, rows[-1][1], n_y)
         rho_s, lam_s = base_ceiling._rho(beta, a0, c, ys, n_a)
         for y, r, lm in zip(ys, rho_s, lam_s):
-            for y_lo, y_hi, rho, lam, _, _ in rows:
+            for y_lo, y_hi, rho, lam, *_ in rows:
                 if y_lo <= y <= y_hi:
                     if not (rho >= r and lam >= lm):
                         raise AssertionError(f"enclosure below the sample at c {c}, y {y}: {rho} < {r} or {lam} < {lm}")
@@ -274,6 +434,41 @@ def compare(beta: float, table: dict, a0: float, n_a: int, n_y: int) -> float:
         print(f"c {c:g}: sampled rho max {rho_s.max():.4g}, enclosed max {max(r[2] for r in rows):.4g}")
     print(f"smallest enclosed/sampled rho: {worst:.4g}")
     return worst
+
+
+def measure_order(beta: float, zs: Sequence[complex], shifts: Sequence[float]) -> None:
+    r"""Print |r(z; a)|/a⁴ at each z and a (mpmath, 35 digits, the symmetric form φ = (2/Z)∫_0^∞ e^{−M}cosh(wℓ)dv)
+    beside the a → 0 limit ∂_a⁴φ(0)/24 − A²/2 (Lemma Z3; A = I_β z(z − 1)/2 and, with m_p = E|X|^p,
+    ∂_a⁴φ(0) = (z(z − 1))²m_{4β−4} + z(z − 1)((β − 1)m_{3β−4} − (β − 1)²m_{2β−4})): the true order in a, a
+    measurement, NOT a bound."""
+    import mpmath as mp
+
+    with mp.workdps(35):
+        b = mp.mpf(beta)
+        Z = 2 * b ** (1 / b) * mp.gamma(1 + 1 / b)
+        fi = b ** ((2 * b - 2) / b) * mp.gamma(2 - 1 / b) / mp.gamma(1 / b)
+
+        def mom(p):
+            return b ** (p / b) * mp.gamma((p + 1) / b) / mp.gamma(1 / b)
+
+        def phi(z, a):
+            w = z - mp.mpf(1) / 2
+
+            def F(v):
+                P, N = v + a / 2, abs(v - a / 2)
+                return mp.exp(-(P ** b + N ** b) / (2 * b)) * mp.cosh(w * (P ** b - N ** b) / b)
+
+            return 2 / Z * mp.quad(F, [0, a / 2, a / 2 + 1, a / 2 + 3, a / 2 + 6, mp.inf])
+
+        print("| z | |r|/a^4 at a = " + ", ".join(f"{a:g}" for a in shifts) + " | limit |")
+        print("|---|---|---|")
+        for z in zs:
+            z = mp.mpc(z)
+            zz = z * (z - 1)
+            lim = (zz ** 2 * mom(4 * b - 4) + zz * ((b - 1) * mom(3 * b - 4) - (b - 1) ** 2 * mom(2 * b - 4))) / 24
+            lim -= (fi * zz / 2) ** 2 / 2
+            vals = [abs(mp.log(phi(z, mp.mpf(a))) - fi * mp.mpf(a) ** 2 * zz / 2) / mp.mpf(a) ** 4 for a in shifts]
+            print(f"| {complex(z)} | " + ", ".join(mp.nstr(v, 5) for v in vals) + f" | {mp.nstr(abs(lim), 5)} |")
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -290,13 +485,25 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--y-first", type=float, default=0.2)
     ap.add_argument("--tol", type=float, default=0.15, help="stop splitting at rho <= (1 + tol) rho_low")
     ap.add_argument("--extra", type=int, default=16, help="cells of splitting per row")
+    ap.add_argument("--small-split", type=int, default=1, help="Lemma Z3's sub-balls in a and in y per row")
     ap.add_argument("--compare", action="store_true", help="check against base_ceiling's sampled rho, lambda")
+    ap.add_argument("--out", help="write the rows (a in (0, a0]) to this JSON file")
+    ap.add_argument("--order", action="store_true", help="measure |r|/a^4 as a -> 0 (mpmath; Lemma Z3's order) only")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.order:
+        measure_order(args.beta, (1.2, 2.0, 4.0, 2 + 5j, 2 + 20j, 1.2 + 40j), (1e-3, 3e-3, 1e-2, 3e-2, 1e-1))
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return
     table = remainder_table(args.beta, args.c, args.a0, args.a_min, args.a_ratio, args.fine_ratio, args.fine_below,
-                            args.y_max, args.y_rel, args.y_first, args.tol, args.extra)
+                            args.y_max, args.y_rel, args.y_first, args.tol, args.extra, args.small_split)
     if args.compare:
         compare(args.beta, table, args.a0, 4, 161)
+    if args.out:
+        meta = {k: getattr(args, k) for k in ("beta", "a0", "a_min", "y_max", "a_ratio", "fine_ratio", "fine_below",
+                                              "y_rel", "y_first", "tol", "extra", "small_split")}
+        write_rows(args.out, table, {"command": "python3 benchmarks/contour_remainder.py " + " ".join(
+            sys.argv[1:] if argv is None else argv), **meta})
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
