@@ -408,7 +408,8 @@ def compose_history(
     (≤ δ_error/8, wrapped by the FFT). Where B is not small against δ the composition is redone tilted by the
     Esscher λ of ε (Lemma R3), which makes B negligible where δ is read; where even that cannot certify δ,
     AccountingError. epsilon_lower/estimate as Opacus defines them (estimate at δ, lower at δ + δ_error minus
-    ε_error), not certified.
+    ε_error), not certified; each at most epsilon_upper (lower ≤ estimate ≤ upper: an estimate above a proven
+    bound is known to be too high — the plain composition's FFT round-off at small δ and long runs).
     """
     domain, steps, rho_tot, shape_scores, budget = _checked_domain(segs, direction, delta_error, eps_error,
                                                                    mesh=mesh, delta=delta)
@@ -453,6 +454,10 @@ def compose_history(
         raise AccountingError(
             f"cannot certify delta={delta} after {sum(t for _, t in steps)} steps: the floating-point round-off of "
             f"the FFT composition (Lemma R3) is not below it; increase delta (or reduce steps)")
+    # the estimate is the plain composition's; where the tilted one certified less, the plain one's round-off had
+    # raised it past a proven bound: the estimate is taken no higher than that bound (nor the lower end above it)
+    est = min(est, up)
+    lo = min(lo, est)
     return CompositionResult(direction, float(lo), float(est), float(up), rho_tot, float(domain.t_max),
                              float(domain.dt), shape_scores)
 
