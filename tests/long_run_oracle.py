@@ -22,8 +22,9 @@ a grid rounding-down that loses h per step would lose T·h in ε, so grids are l
    k even. Where the pair's pooled ratio ΣP/ΣQ is ≥ e^{kh} (checked with a 1e-9 relative margin over the sums'
    round-off), the pair is one atom at kh with its whole Q-mass (a then b); else all of cell k and the same fraction
    θ = A_k/B_{k−1}·(1 − 1e-9) of each atom of cell k − 1 are (A_k = Σ_k P − e^{kh}Q ≥ 0, B_{k−1} = Σ_{k−1} e^{kh}Q −
-   P ≥ 0: then θB_{k−1} ≤ A_k, the pooled ratio ≥ e^{kh}), and the rest of cell k − 1 goes to (k − 1)h (b). The
-   loss is second order in h where the law is smooth (the pair's ratio straddles e^{kh}).
+   P ≥ 0: then θB_{k−1} ≤ A_k, the pooled ratio ≥ e^{kh}), and the rest of cell k − 1 goes to (k − 1)h (b); atoms
+   exactly at an odd grid point stay (so a finer grid's pairs are symmetric about kh). The loss is second order
+   in h where the law is smooth (the pair's ratio straddles e^{kh}).
 4. One coordinate (:func:`coordinate_law`). ℓ_i is non-decreasing (v_i ≥ 0, φ convex). x̂_k is a point where the
    computed ℓ_i, lowered by 1e-12·(1 + φ(x) + φ(x − v_i)), is ≥ kh (vectorised bisection, made non-decreasing by a
    running max, which keeps ℓ_i(x̂_k) ≥ kh). The cell [x̂_k, x̂_{k+1}) merged (1a) has ratio ≥ e^{kh} (every point)
@@ -128,7 +129,7 @@ def pool(loss: np.ndarray, mass: np.ndarray, h: float) -> Law:
     (item 3): cells come in pairs (k − 1, k), k even; the pair's atoms are merged into one atom at kh with its whole
     Q-mass where their pooled ratio ΣP/ΣQ is ≥ e^{kh}, else all of cell k and the fraction θ = A_k/B_{k−1} of cell
     k − 1 (A_k = Σ_{cell k} P − e^{kh}Q ≥ 0, B_{k−1} = Σ_{cell k−1} e^{kh}Q − P ≥ 0) are, and the rest of cell k − 1
-    goes to (k − 1)h; each new atom keeps its Q-mass and takes P = e^{kh}·Q."""
+    goes to (k − 1)h; each new atom keeps its Q-mass and takes P = e^{kh}·Q. Atoms exactly at an odd grid point stay."""
     c = np.floor(loss / h).astype(np.int64)
     c0 = int(c.min()) - 1
     c0 -= c0 % 2  # even: the first pair is (c0 − 1, c0), with cell c0 − 1 empty
@@ -136,6 +137,11 @@ def pool(loss: np.ndarray, mass: np.ndarray, h: float) -> Law:
     n = int(idx.max()) + 1
     n += n % 2  # cells c0 … c0 + n (index 0 … n), n even: the last pair is (n − 1, n)
     lo, hi = c * h - loss, (c + 1) * h - loss  # in (−h, 0] and (0, h]
+    # atoms exactly at an odd grid point stay there (no loss); then a pair's atoms lie in ((k − 1)h, (k + 1)h),
+    # symmetric about kh where a finer grid is pooled (else its pooled ratio falls half a fine cell short)
+    on_odd = (lo == 0.0) & (idx % 2 == 1)
+    exact = np.bincount(idx[on_odd], weights=mass[on_odd], minlength=n + 1)[:n + 1]
+    mass = np.where(on_odd, 0.0, mass)
 
     def per_cell(w: np.ndarray) -> np.ndarray:
         return np.bincount(idx, weights=w, minlength=n + 1)[:n + 1]
@@ -150,7 +156,7 @@ def pool(loss: np.ndarray, mass: np.ndarray, h: float) -> Law:
     out[even] = s1[even] + theta * s2[even - 1]
     out[even - 1] = (1.0 - theta) * s1[even - 1]
     out[0] = s1[0]  # cell c0 (even) with the empty cell c0 − 1
-    return trim((c0, _shrink(out, len(mass) + 4), h), 0.0)
+    return trim((c0, _shrink(out + exact, len(mass) + 4), h), 0.0)
 
 
 def coarsen(law: Law, h: float) -> Law:
@@ -308,10 +314,8 @@ def step_law(groups: Sequence[Group], q: float, direction: str, tail: float, max
     if not len(mass):
         return 0, np.zeros(1), 1.0
     # both tails of mass ≤ tail dropped (the atoms are in the order of ℓ, so of the loss: g is increasing)
-    c = np.cumsum(mass)
-    i0, i1 = int(np.searchsorted(c, tail, side="right")), min(int(np.searchsorted(c, c[-1] - tail)), len(c) - 1)
-    i0 = min(i0, i1)
-    loss, mass = loss[i0:i1 + 1], mass[i0:i1 + 1]
+    (k0, m, _) = trim((0, mass, 1.0), tail)  # each end's cumulated from its own side (a float sum from the other
+    loss, mass = loss[k0:k0 + len(m)], m  # side would lose the far tail's 1e-16 and less)
     if h_step is None:  # the grid: about step_cells cells over that range
         h_step = _pow2_floor(max(float(loss.max() - loss.min()), 1e-12) / step_cells)
     return trim(pool(loss, mass, h_step), tail)
