@@ -289,7 +289,8 @@ def _g(ell: np.ndarray, q: float) -> np.ndarray:
     big = ell > 700.0
     e = np.expm1(np.minimum(ell, 700.0))
     far = q * -e > 0.5  # 1 − q + q e^ℓ < ½: two positive terms (1 − q exact, q > ½), not log1p near −1
-    g = np.where(far, np.log((1.0 - q) + q * np.exp(np.minimum(ell, 0.0))), np.log1p(q * e))
+    with np.errstate(divide="ignore"):  # log1p(−1) = −inf only where the other branch is taken
+        g = np.where(far, np.log((1.0 - q) + q * np.exp(np.minimum(ell, 0.0))), np.log1p(q * e))
     g[big] = ell[big] + math.log(q) + np.log1p((1.0 - q) / q * np.exp(-ell[big]))
     return g
 

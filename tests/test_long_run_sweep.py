@@ -7,7 +7,8 @@ for k up to min(d, ``K_MAX``): a shift of any d ≥ k; one coordinate 0.5 plus t
 each a neighbour the clipping allows, the true ε(δ) and δ(ε) are at least the oracle's. Checked against it:
 
 * ``compute_epsilon`` and ``proven_epsilon_history`` (the accountant's per-step path; the CLI's ``epsilon --json``
-  prints ``compute_epsilon``'s number);
+  prints ``compute_epsilon``'s number: checked at the README's setting); ``ball_bound="table"`` (the ball table at
+  p ≤ 2, the count table at p > 2, d ≤ 32; three settings, each builds its table);
 * ``compute_delta(ε)`` at ε = ½, ⅘ and 1 × the oracle's ε;
 * the σ solver: ``get_noise_multiplier``'s σ never has an oracle ε above the target;
 * adaptive clipping's count query (``count_noise_multiplier`` σ_c: one more Gaussian coordinate of shift 1, std σ_c);
@@ -20,6 +21,7 @@ Draws: hypothesis, derandomized (a fixed sequence). The fast tests run named set
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -179,11 +181,15 @@ def check_pate(sigma: float, n_queries: int, delta: float, beta: float, adjacenc
 
 # ------------------------------------------------------------------------------------------- fast (CI) tests
 
-def test_readme_setting_is_above_the_long_run_oracle_in_2410_coordinates():
+def test_readme_setting_and_its_cli_line_are_above_the_long_run_oracle_in_2410_coordinates(cli):
     # README: β = 1.5, p = 2, d = 2410, σ = 1, q = 0.01, T = 1000, δ = 1e-5 prints 1.7987 (the Rényi bound over the
-    # ball); the equal spread over 2410 coordinates is a neighbour, its ε is ≥ the oracle's (1.55)
+    # ball); the equal spread over 2410 coordinates is a neighbour, its ε is ≥ the oracle's (1.57)
     eps = _published(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=1.5, dim=2410,
                      clip_norm_p=2.0)
+    code, out, err = cli(["epsilon", "--beta", "1.5", "--dim", "2410", "--clip-norm-p", "2", "--noise-multiplier",
+                          "1", "--sample-rate", "0.01", "--steps", "1000", "--delta", "1e-5", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["epsilon"] == eps
     low = oracle_epsilon(oracle_laws([(1.0, 0.01, 1000, 1.5)], 1e-5, [(2410, 2410 ** -0.5)]), 1e-5)
     assert 1.5 < low <= eps
 
@@ -239,3 +245,29 @@ def test_sweep_mixed_histories_accountant_is_above_the_oracle(draw):
     (30.0, 1000, 3.0, "replace")])
 def test_pate_epsilon_is_above_the_oracle(sigma, n_queries, beta, adjacency):
     check_pate(sigma, n_queries, 1e-5, beta, adjacency)
+
+
+def check_table(sigma: float, q: float, steps: int, delta: float, beta: float, dim: int, p: float) -> dict:
+    """``ball_bound="table"`` (the ball table for p ≤ 2; the count table for p > 2 at d ≤ 32) above the oracle."""
+    eps = _published(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, beta=beta, dim=dim,
+                     clip_norm_p=p, ball_bound="table")
+    assert eps is not None
+    where = dict(sigma=sigma, q=q, steps=steps, delta=delta, beta=beta, dim=dim, p=p)
+    best = (-1.0, None)
+    for name, groups in sweep_shapes(dim, p).items():
+        low = oracle_epsilon(oracle_laws([(sigma, q, steps, beta)], delta, list(groups)), delta)
+        assert eps >= low, f"ball_bound='table' ε {eps} < rigorous lower bound {low} ({name}) at {where}"
+        best = max(best, (low, name))
+    _record("ball_bound=table", eps, best[0], shape=best[1], **where)
+    return dict(epsilon=eps, lower=best[0], shape=best[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma,q,steps,delta,beta,dim,p", [
+    (1.0, 0.01, 1000, 1e-5, 2.5, 2410, 2.0),  # β > 2 at p = 2: ABOVE_TWO_SPEC (a table of 2.5–8 min)
+    (1.0, 0.01, 1000, 1e-5, 1.5, 2410, 1.5),  # p = β = 1.5: the default spec (1.5–4 min)
+    (1.0, 0.01, 1000, 1e-5, 3.0, 10, 3.0),  # p > 2 at d ≤ 32: the count table
+])
+def test_ball_table_epsilon_is_above_the_oracle(sigma, q, steps, delta, beta, dim, p, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPACUS_GG_CACHE", str(tmp_path))  # a fresh table, not the user's cache
+    check_table(sigma, q, steps, delta, beta, dim, p)
