@@ -143,8 +143,12 @@ def test_gaussian_is_inside_prv_accountants_bracket(sigma, q, steps, delta):
 @pytest.mark.parametrize("beta,sigma,q,steps,delta,shift", [
     (1.5, 1.0, 0.1, 50, 1e-5, (1.0,)), (1.02, 0.7, 1.0, 20, 1e-6, (0.5,) * 4),
     (3.0, 1.5, 0.3, 30, 1e-8, (0.25 ** (1 / 3),) * 4), (2.0, 1.0, 0.05, 50, 1e-5, (16 ** -0.5,) * 16)])
-def test_close_to_lower_bound_oracle_where_both_run(beta, sigma, q, steps, delta, shift):
-    # both are rigorous lower bounds: neither may exceed the other's by more than its own grid loss
+def test_never_weaker_than_lower_bound_oracle_where_both_run(beta, sigma, q, steps, delta, shift):
+    # both are rigorous lower bounds; ours is never 2 % below lower_bound_oracle's, and in many coordinates it is the
+    # tighter one (β = 2, 16 coordinates of 1/4: 2.6704 against its 2.5589; the exact Gaussian, dp-accounting's
+    # pessimistic PLD, 2.67042: ours within 1e-4 below it)
     ours = lro.epsilon_lower([(sigma, q, steps, beta)], delta, [(len(shift), shift[0])])
     theirs = lb_epsilon_lower([(sigma, q, steps, beta)], delta, shift)
-    assert abs(ours - theirs) <= 0.02 * max(ours, theirs) + 1e-3
+    assert ours >= 0.98 * theirs
+    if beta == 2.0:  # k equal coordinates k^{−1/2}: one Gaussian shift of norm 1
+        assert ours <= _dp_pld(sigma, q, steps, delta, False, pessimistic=True)
