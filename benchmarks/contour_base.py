@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -101,15 +102,20 @@ def write_rows(beta: float, c: float, a0: float, a_min: float, y_max: float, pat
                    "seconds": time.perf_counter() - t0, "rows": [list(map(float, r)) for r in table[c]]}, fh)
 
 
-def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float) -> float:
+#: each C3 row is read on this many equal parts (1/|z(z − 1)| at each part's start)
+SUB_ROWS = 4
+
+
+def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float, sub: int = SUB_ROWS) -> float:
     r"""K_c ≥ sup over R' ∈ [r_lo, r_hi] (0 < r_lo ≤ r_hi) and over every member of 2-mass R' of
     (1/π)∫_0^∞ |M − M_G|/|z(z − 1)| dy at z = c + iy, rounded up (so err ≤ α^{1−c}K_c, C1).
 
     On a row [y_lo, y_hi] (ρ, λ constant; 1/|z(z − 1)| non-increasing in y ≥ 0, so read at y_lo; ∫min ≤ min∫):
     |M_G| = e^{I R'(c² − c)/2}e^{−I R'y²/2} ≤ e^{I r_hi(c² − c)/2}e^{−I r_lo y²/2} =: g(y) (c > 1), whose integral
     over the row is closed form (erfc); e^{R'ρ} − 1 ≤ e^{r_hi ρ} − 1; e^{R'λ} ≤ max at the ends. So the row gives
-    min((e^{r_hi ρ} − 1)∫g, max(e^{r_lo λ}, e^{r_hi λ})(y_hi − y_lo) + ∫g)/|z(z − 1)|(y_lo). Beyond y_max: C4's
-    tail_bound at r_lo plus at r_hi (each of its terms e^{R'(Λ_c − κ_i)} is largest at an end)."""
+    min((e^{r_hi ρ} − 1)∫g, max(e^{r_lo λ}, e^{r_hi λ})(y_hi − y_lo) + ∫g)/|z(z − 1)|(y_lo), on each of ``sub``
+    equal parts of the row (its ρ, λ hold on each). Beyond y_max: C4's tail_bound at r_lo plus at r_hi (each of its
+    terms e^{R'(Λ_c − κ_i)} is largest at an end; :func:`_tail`)."""
     if not 0.0 < r_lo <= r_hi:
         raise ValueError(f"need 0 < r_lo <= r_hi, got {r_lo}, {r_hi}")
     if not (decay.c == rows.c and decay.beta == rows.beta and decay.a0 >= rows.a0):
@@ -122,16 +128,26 @@ def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float) -> f
     gauss_scale = peak * arb.pi().sqrt() / (2 * s)
     total = arb(0)
     for y0, y1, rho, lam in zip(rows.y_lo, rows.y_hi, rows.rho, rows.lam):
-        a, b = arb(y0), arb(y1)
-        g_int = gauss_scale * ((s * a).erfc() - (s * b).erfc())
-        far = (lo * arb(lam)).exp().max((hi * arb(lam)).exp()) * (b - a) + g_int
-        row = far if math.isinf(rho) else ((hi * arb(rho)).expm1() * g_int).min(far)
-        zz = (c * c + a * a).sqrt() * ((c - 1) ** 2 + a * a).sqrt()
-        total += row / zz
+        m_lam = (lo * arb(lam)).exp().max((hi * arb(lam)).exp())
+        m_rho = None if math.isinf(rho) else (hi * arb(rho)).expm1()
+        for j in range(sub):
+            a = arb(y0) + (arb(y1) - arb(y0)) * j / sub
+            b = arb(y1) if j == sub - 1 else arb(y0) + (arb(y1) - arb(y0)) * (j + 1) / sub
+            g_int = gauss_scale * ((s * a).erfc() - (s * b).erfc())
+            far = m_lam * (b - a) + g_int
+            part = far if m_rho is None else (m_rho * g_int).min(far)
+            zz = (c * c + a * a).sqrt() * ((c - 1) ** 2 + a * a).sqrt()
+            total += part / zz
     total = total / arb.pi()
     for r in (r_lo, r_hi):
-        total += arb(contour_decay.tail_bound(decay, r, 0.0, rows.y_max))  # already over π
+        total += arb(_tail(decay, r, rows.y_max))  # already over π
     return _up(total)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tail(decay: DecayConstants, R: float, Y: float) -> float:
+    """:func:`contour_decay.tail_bound` at t = 0 (α^{1−c} = 1), kept: consecutive states share an end."""
+    return contour_decay.tail_bound(decay, R, 0.0, Y)
 
 
 def gaussian_limit_curve(beta: float, R: float, log_alpha: np.ndarray) -> np.ndarray:
