@@ -31,7 +31,7 @@ def _load(name):
 cb = _load("contour_base")
 
 #: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40 (``contour_base.py rows``), c = 2 and 1.2
-_ROWS = [cb.load_rows(str(_BENCH / "contour_rows" / f"beta2.5_c{c}.json")) for c in ("2",)]
+_ROWS = [cb.load_rows(str(_BENCH / "contour_rows" / f"beta2.5_c{c}.json")) for c in ("2", "1.2")]
 #: log α where the shapes are read (α ≥ 1; the other orientation is the same curve by symmetry)
 _T = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
 #: k equal coordinates (the worst case at large |y|: every coordinate at the cap, Lemma D1) and mixed shapes, of
