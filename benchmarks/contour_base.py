@@ -17,10 +17,11 @@ M(z) = E_Q X^z = Π_i φ(z; μ_i), and the Gaussian limit N(√(I_β R')) has M_
   member's pair is symmetric, Lemma T4), then Lemma T3's hull and connect-the-dots (:func:`contour_base`).
 
 Everything of err is an arb ball (python-flint, a dev dependency; the library does not import it), rounded up to
-float at the end. Subcommands: ``rows`` (C3's rows at one c, to JSON: :func:`contour_remainder.remainder_table`),
-``curve`` (err against the Gaussian's H_α at a few masses and α), ``shapes`` (err against explicit shapes: a check),
-``epsilon`` (the β = 2.5 table with the contour Base in the states of mass ≥ n·a_0², its ε). Nothing here is wired
-into ``opacus_gg/``; the disk cache is off (``base_ceiling``), so no table built here is stored or read.
+float at the end. The rows of β = 2.5 (c = 1.2, 2, 4) are shipped in ``benchmarks/contour_rows/``. Subcommands:
+``rows`` (C3's rows at one c, to JSON: :func:`contour_remainder.remainder_table`), ``curve`` (err against the
+Gaussian's H_α at a few masses and α), ``epsilon`` (the β = 2.5 table with the contour Base in the states of mass
+≥ n·a_0², its ε); :func:`shape_check` (err against explicit shapes) is the tests' check. Nothing here is wired into
+``opacus_gg/``; the disk cache is off (``base_ceiling``), so no table built here is stored or read.
 """
 
 from __future__ import annotations
