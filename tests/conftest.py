@@ -21,11 +21,11 @@ FULL_ONLY_FILES = frozenset({
     "test_experiments_run.py", "test_experiments_sweep.py", "test_experiments_train.py",
     "test_experiments_train_more.py", "test_study.py", "test_cli_outputs.py", "test_pate_experiments.py",
     "test_accountant_tight.py",
-    # research tools of benchmarks/ (issue 35: the Base's ceiling, C4's decay lemmas, C3's remainder, the adaptive
-    # lower bounds, the large-d table prototype):
+    # research tools of benchmarks/ (issue 35: the Base's ceiling, C4's decay lemmas, C3's remainder, C5's Base,
+    # the adaptive lower bounds, the large-d table prototype):
     # diagnostics that no published number reads
     "test_base_ceiling.py", "test_contour_decay.py", "test_contour_remainder.py", "test_adaptive_worst.py",
-    "test_bigd_table.py",
+    "test_bigd_table.py", "test_contour_base.py",
 })
 #: single tests of the full command only: the slowest of the quick files (30–150 s each on the loaded 2-core
 #: machine), each with a faster sibling in the quick tier that checks the same property (named beside it)

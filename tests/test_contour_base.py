@@ -1,0 +1,130 @@
+"""benchmarks/contour_base.py (C5 of the contour Base, issue 35 item 1): the Base curve's error against explicit shapes
+whose curves come from the library's spread pairs (FFT products of the one-coordinate law: no code of C1–C4), and
+the contour Base confined to its block (docs/accounting.md, "C5: the contour Base curve, assembled")."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opacus_gg.accountants import ball_prv
+from opacus_gg.accountants.ball_prv import TableSpec
+
+_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(_BENCH))  # contour_base imports its siblings from its own directory
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cb = _load("contour_base")
+
+#: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40 (``contour_base.py rows``), c = 2 and 1.2
+_ROWS = [cb.load_rows(str(_BENCH / "contour_rows" / f"beta2.5_c{c}.json")) for c in ("2", "1.2")]
+#: log α where the shapes are read (α ≥ 1; the other orientation is the same curve by symmetry)
+_T = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
+#: k equal coordinates (the worst case at large |y|: every coordinate at the cap, Lemma D1) and mixed shapes, of
+#: masses 16–64 a_0² (where the table reads the contour Base)
+_SHAPES = {
+    "16 x a0": [(0.1, 16)],
+    "32 x a0": [(0.1, 32)],
+    "64 x a0/2": [(0.05, 64)],
+    "one a0 beside 60 x a0/2": [(0.1, 1), (0.05, 60)],
+    "8 x a0 beside 40 x 0.03": [(0.1, 8), (0.03, 40)],
+}
+#: a table small enough for the full tier's minute (a_0 = 0.1m as the rows, coarse cells and loss grid, V on)
+_SMALL = TableSpec(a0=0.1, ratio_low=1.5, ratio_high=1.5, high_from=0.7, h=0.05, half_width=8.0, mass_split=1,
+                   mean_variance=True)
+
+
+def test_error_is_above_the_deviation_of_explicit_shapes_from_the_gaussian_limit():
+    # H_α(G_R) + err(α) ≥ H_α of a pair dominating the shape (so ≥ the shape's own curve), err over [R − ΔR, R]
+    worst = cb.shape_check(_ROWS, _SHAPES, _T, step=0.0025)
+    assert worst >= 0.0
+    # and a shape strictly inside the mass interval of its state
+    assert cb.shape_check(_ROWS, {"15 x a0 inside [0.15, 0.16]": [(0.1, 15)]}, _T, step=0.01, r_hi=0.16) >= 0.0
+
+
+def test_a_deliberately_wrong_error_fails_the_shape_check():
+    # without err, or with the rows' ρ shrunk 100-fold (a remainder claimed too small), some shape is above
+    assert cb.shape_check(_ROWS, _SHAPES, _T, step=0.0025, scale=0.0) < 0.0
+    shrunk = [cb.dataclasses.replace(r, rho=tuple(x / 100.0 for x in r.rho)) for r in _ROWS]
+    assert cb.shape_check(shrunk, _SHAPES, _T, step=0.0025) < 0.0
+
+
+def test_error_rate_refuses_an_empty_interval_and_foreign_constants():
+    rows = _ROWS[0]
+    decay = cb.contour_decay.decay_constants(rows.beta, rows.c, rows.a0)
+    assert 0.0 < cb.error_rate(rows, decay, 0.15, 0.16) < math.inf
+    with pytest.raises(ValueError):
+        cb.error_rate(rows, decay, 0.16, 0.15)
+    with pytest.raises(ValueError):  # constants of another c
+        cb.error_rate(rows, cb.contour_decay.decay_constants(rows.beta, 4.0, rows.a0), 0.15, 0.16)
+
+
+def test_rows_with_a_gap_or_a_bad_value_are_refused(tmp_path):
+    good = {"beta": 2.5, "c": 2.0, "a0": 0.1, "a_min": 0.00625, "rows": [[0.0, 1.0, 0.01, 1.5], [1.0, 2.0, 0.02, 1.0]]}
+    for rows in ([[0.0, 1.0, 0.01, 1.5], [1.5, 2.0, 0.02, 1.0]], [[0.0, 1.0, -0.01, 1.5]],
+                 [[0.0, 1.0, 0.01, float("nan")]], [[0.5, 1.0, 0.01, 1.5]]):
+        p = tmp_path / "rows.json"
+        p.write_text(json.dumps(dict(good, rows=rows)))
+        with pytest.raises(ValueError):
+            cb.load_rows(str(p))
+    p = tmp_path / "ok.json"
+    p.write_text(json.dumps(good))
+    r = cb.load_rows(str(p))
+    assert r.y_max == 2.0 and r.pending_z3
+
+
+def test_contour_base_is_confined_to_its_block_and_below_the_librarys_base():
+    originals = (ball_prv.base_gaussian_rate, ball_prv.base_pair)
+    lib = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
+    with cb.contour_base(2.5, _ROWS, 16.0) as base:
+        contour = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
+    with cb.contour_base(2.5, _ROWS, 1e9):  # no state qualifies: the library's table, bit for bit
+        none = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
+    assert (ball_prv.base_gaussian_rate, ball_prv.base_pair) == originals
+    again = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
+    np.testing.assert_array_equal(none.top.omega, lib.top.omega)
+    np.testing.assert_array_equal(again.top.omega, lib.top.omega)
+    a0 = float(ball_prv._lattice(1.0, _SMALL)[0])  # the table's Base cell (≤ 0.1m)
+    assert base.used and min(base.used) >= 16 * a0 * a0
+    # the contour values only lower the Base (a min with U and V), so the table's curves: lower, strictly somewhere
+    alpha = np.exp(np.linspace(0.0, 3.0, 13))
+    h_lib, h_con = lib.top.h_pq(alpha), contour.top.h_pq(alpha)
+    assert np.all(h_con <= h_lib * (1 + 1e-9)) and np.any(h_con < h_lib * (1 - 1e-3))
+
+
+def test_a_state_above_the_threshold_needs_the_state_below_it():
+    base = cb.ContourBase(2.5, _ROWS, 16.0)
+    t = np.linspace(-2.0, 2.0, 41)
+    g = ball_prv._Grid(t)
+    orders = (2, 3, 4)
+    rates = ball_prv.base_log_moment_rates(0.1, 2.5, 2.0, orders)
+
+    def u_v(R):
+        return np.minimum(ball_prv.moment_curve_bound(R, rates, orders, t[g.pos]),
+                          ball_prv.mean_variance_bound(R, float(rates[0]), t[g.pos]))
+
+    with pytest.raises(RuntimeError):
+        base.values(0.2, 0.1, rates, orders, t, g, True)
+    lo = base.values(0.15, 0.1, rates, orders, t, g, True)  # below 16 a_0²: U, V only
+    np.testing.assert_array_equal(lo[0], u_v(0.15))
+    prev = lo
+    for R in np.arange(0.16, 0.645, 0.01):
+        cur = base.values(float(R), 0.1, rates, orders, t, g, True)
+        # each state covers the one below (C2's max) and stays ≤ its own U, V
+        assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1]) and np.all(cur[0] <= u_v(R))
+        prev = cur
+    assert np.any(cur[0] < 0.9 * u_v(0.64))  # the contour values below U, V at mass 64 a_0²
