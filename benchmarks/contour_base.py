@@ -7,8 +7,8 @@ M(z) = E_Q X^z = Π_i φ(z; μ_i), and the Gaussian limit N(√(I_β R')) has M_
 
 * C1: H_α = (1/2π)∫ M(z)α^{1−z}/(z(z − 1)) dy for c > 1 (and likewise for M_G), so
   |H_α(P_μ‖Q) − H_α(N(√(I_β R')))| ≤ (α^{1−c}/π)∫_0^∞ |M − M_G|/|z(z − 1)| dy  (M(c − iy) = conj M(c + iy));
-* C3 (rows): |log φ(z; a) − I_β a²z(z − 1)/2| ≤ a²ρ and log|φ(z; a)| ≤ a²λ on each y-row (a ∈ [a_0/16, a_0]
-  proven; a < a_0/16 PENDING Lemma Z3), so |M − M_G| ≤ min(|M_G|(e^{R'ρ} − 1), e^{R'λ} + |M_G|);
+* C3 (rows): |log φ(z; a) − I_β a²z(z − 1)/2| ≤ a²ρ and log|φ(z; a)| ≤ a²λ on each y-row for every a ∈ (0, a_0]
+  (the cells on [a_0/16, a_0], Lemma Z3 below), so |M − M_G| ≤ min(|M_G|(e^{R'ρ} − 1), e^{R'λ} + |M_G|);
 * C4: the part |y| > Y = 40 by ``contour_decay.tail_bound`` (proven for every a ≤ a_0);
 * C2 (masses): a state of mass R_i holds every member of mass ≤ R_i; those of mass in (R_{i−1}, R_i] are bounded
   by the sup of the above over R' ∈ [R_{i−1}, R_i] (:func:`error_rate`), those below by the previous state's values;
@@ -17,8 +17,8 @@ M(z) = E_Q X^z = Π_i φ(z; μ_i), and the Gaussian limit N(√(I_β R')) has M_
   member's pair is symmetric, Lemma T4), then Lemma T3's hull and connect-the-dots (:func:`contour_base`).
 
 Everything of err is an arb ball (python-flint, a dev dependency; the library does not import it), rounded up to
-float at the end. The rows of β = 2.5 (c = 1.2, 2, 4) are shipped in ``benchmarks/contour_rows/``. Subcommands:
-``rows`` (C3's rows at one c, to JSON: :func:`contour_remainder.remainder_table`), ``curve`` (err against the
+float at the end. The rows are C3's files (``contour_remainder.py --out``; β = 2.5, c = 1.2, 2, 4 shipped in
+``benchmarks/data/c3_rows_c*.json``). Subcommands: ``curve`` (err against the
 Gaussian's H_α at a few masses and α), ``epsilon`` (the β = 2.5 table with the contour Base in the states of mass
 ≥ n·a_0², its ε); :func:`shape_check` (err against explicit shapes) is the tests' check. Nothing here is wired into
 ``opacus_gg/``; the disk cache is off (``base_ceiling``), so no table built here is stored or read.
@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import json
 import math
 import os
 import sys
@@ -45,7 +44,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import base_ceiling  # noqa: E402  (sets the disk cache off)
 import contour_decay  # noqa: E402
 from contour_decay import DecayConstants, _up  # noqa: E402
-from contour_remainder import fisher, remainder_table  # noqa: E402
+import contour_remainder  # noqa: E402
+from contour_remainder import fisher  # noqa: E402
 
 from opacus_gg.accountants import ball_prv  # noqa: E402
 from opacus_gg.accountants.gg_pair import GGPair  # noqa: E402
@@ -55,8 +55,8 @@ UNIT_ROUNDOFF = 2.0 ** -53
 
 @dataclasses.dataclass(frozen=True)
 class Rows:
-    """C3's rows at one c: ρ ≥ sup|r|/a², λ ≥ sup log|φ|/a² over a ∈ [a_min, a0] and y ∈ [y_lo, y_hi]; the rows
-    cover [0, y_max] (checked on load). ``pending_z3``: a_min > 0, so a < a_min rests on Lemma Z3 (not written)."""
+    """C3's rows at one c: ρ ≥ sup|r|/a², λ ≥ sup log|φ|/a² over a ∈ (0, a0] and y ∈ [y_lo, y_hi] (the cells on
+    [a_min, a0], Lemma Z3 below a_min); the rows cover [0, y_max] (checked on load)."""
 
     beta: float
     c: float
@@ -71,36 +71,20 @@ class Rows:
     def y_max(self) -> float:
         return self.y_hi[-1]
 
-    @property
-    def pending_z3(self) -> bool:
-        return self.a_min > 0.0
-
 
 def load_rows(path: str) -> Rows:
-    """Rows from the JSON of ``rows`` (``{"beta", "c", "a0", "a_min", "rows": [[y_lo, y_hi, ρ, λ, ...], ...]}``);
-    raises unless they cover [0, y_max] without gaps, ρ ≥ 0 (∞ allowed: the log's cut) and λ finite."""
-    with open(path) as fh:
-        d = json.load(fh)
-    rows = [tuple(map(float, r[:4])) for r in d["rows"]]
-    if not rows or rows[0][0] != 0.0:
-        raise ValueError(f"{path}: the rows must start at y = 0")
-    for (a, b, rho, lam), nxt in zip(rows, rows[1:] + [None]):
-        if not (a < b and rho >= 0.0 and math.isfinite(lam)):
-            raise ValueError(f"{path}: bad row {(a, b, rho, lam)}")
-        if nxt is not None and nxt[0] != b:
-            raise ValueError(f"{path}: gap between rows at y = {b}")
-    lo, hi, rho, lam = zip(*rows)
-    return Rows(float(d["beta"]), float(d["c"]), float(d["a0"]), float(d["a_min"]), lo, hi, rho, lam)
-
-
-def write_rows(beta: float, c: float, a0: float, a_min: float, y_max: float, path: str) -> None:
-    """C3's rows at (β, c) with contour_remainder's defaults (start cells 1.05 where |z| ≤ 4, 1.25 above, rows
-    max(0.2, 0.1|z|) wide, tol 0.15, 16 more cells per row), written as full-precision floats."""
-    t0 = time.perf_counter()
-    table = remainder_table(beta, [c], a0, a_min, 1.25, 1.05, 4.0, y_max, 0.1, 0.2, 0.15, 16)
-    with open(path, "w") as fh:
-        json.dump({"beta": beta, "c": c, "a0": a0, "a_min": a_min, "y_max": y_max,
-                   "seconds": time.perf_counter() - t0, "rows": [list(map(float, r)) for r in table[c]]}, fh)
+    """The rows of a C3 file (:func:`contour_remainder.write_rows`, one c; ρ, λ the sup over a ∈ (0, a_0], checked
+    there to cover [0, y_max] without gaps and to be the larger of the cells' and Lemma Z3's parts); raises unless
+    the file holds one c, every ρ ≥ 0 (∞ allowed: the log's cut) and every λ is finite."""
+    meta, tables = contour_remainder.load_rows(path)
+    if len(tables) != 1:
+        raise ValueError(f"{path}: one c per file (found {sorted(tables)})")
+    (c, rows), = tables.items()
+    for r in rows:
+        if not (r["y_lo"] < r["y_hi"] and r["rho"] >= 0.0 and math.isfinite(r["lam"])):
+            raise ValueError(f"{path}: bad row {r}")
+    return Rows(float(meta["beta"]), float(c), float(meta["a0"]), float(meta["a_min"]),
+                *(tuple(float(r[k]) for r in rows) for k in ("y_lo", "y_hi", "rho", "lam")))
 
 
 #: each C3 row is read on this many equal parts (1/|z(z − 1)| at each part's start)
@@ -255,8 +239,8 @@ def curve_rows(rows: Sequence[Rows], masses: Sequence[float], ts: Sequence[float
     """err over [R − step, R] against H_α of the Gaussian limit at R, per (R, log α)."""
     beta = rows[0].beta
     base = ContourBase(beta, rows, 0.0)
-    print(f"beta {beta:g}, rows c = {sorted(base.rows)}, a in [{rows[0].a_min:g}, {rows[0].a0:g}]"
-          f"{' (a < a_min PENDING Lemma Z3)' if rows[0].pending_z3 else ''}, Y = {rows[0].y_max:g}")
+    print(f"beta {beta:g}, rows c = {sorted(base.rows)}, a in (0, {rows[0].a0:g}] (Lemma Z3 below "
+          f"{rows[0].a_min:g}), Y = {rows[0].y_max:g}")
     print("| R | K_c per c | log alpha | H_alpha (limit) | err | err / H |")
     print("|---|---|---|---|---|---|")
     for R in masses:
@@ -319,23 +303,17 @@ def epsilon_rows(rows: Sequence[Rows], spec: str, min_cells: Sequence[float], q:
             tab = ball_prv.build_table(1.0, beta, 2.0, base_ceiling.SPECS[spec])
         e = base_ceiling._eps(tab.pairs, q, steps, delta, tab.roundoff)
         print(f"| {spec} | {n:g} a_0^2 | {e:.6f} | {tab.states} | {tab.seconds:.0f} s | contour states"
-              f" {len(base.used)} | C {tab.roundoff:.1e} |{' PENDING Z3' if rows[0].pending_z3 else ''}")
+              f" {len(base.used)} | C {tab.roundoff:.1e} |")
         sys.stdout.flush()
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("rows", help="C3's rows at one c, to JSON")
-    r.add_argument("--beta", type=float, default=2.5)
-    r.add_argument("--c", type=float, required=True)
-    r.add_argument("--a0", type=float, default=0.1)
-    r.add_argument("--a-min", type=float, default=0.1 / 16)
-    r.add_argument("--y-max", type=float, default=40.0)
-    r.add_argument("--out", required=True)
     for name in ("curve", "epsilon"):
         s = sub.add_parser(name)
-        s.add_argument("--rows", nargs="+", required=True, help="JSON files of `rows` (one per c)")
+        s.add_argument("--rows", nargs="+", required=True,
+                       help="C3's rows files, one c each (contour_remainder.py --out; benchmarks/data/c3_rows_c*.json)")
         if name == "curve":
             s.add_argument("--mass", type=float, nargs="+", default=[0.16, 0.32, 0.64, 1.0])
             s.add_argument("--t", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0, 4.0])
@@ -348,9 +326,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             s.add_argument("--delta", type=float, default=1e-5)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    if args.cmd == "rows":
-        write_rows(args.beta, args.c, args.a0, args.a_min, args.y_max, args.out)
-    elif args.cmd == "curve":
+    if args.cmd == "curve":
         curve_rows(_row_files(args.rows), args.mass, args.t, args.step)
     else:
         print("| spec | contour Base from | eps (upper end) | states | build | contour states | C | |")

@@ -31,7 +31,7 @@ def _load(name):
 cb = _load("contour_base")
 
 #: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40 (``contour_base.py rows``), c = 2 and 1.2
-_ROWS = [cb.load_rows(str(_BENCH / "contour_rows" / f"beta2.5_c{c}.json")) for c in ("2", "1.2")]
+_ROWS = [cb.load_rows(str(_BENCH / "data" / f"c3_rows_c{c}.json")) for c in ("2", "1.2")]
 #: log α where the shapes are read (α ≥ 1; the other orientation is the same curve by symmetry)
 _T = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
 #: k equal coordinates (the worst case at large |y|: every coordinate at the cap, Lemma D1) and mixed shapes, of
@@ -74,17 +74,26 @@ def test_error_rate_refuses_an_empty_interval_and_foreign_constants():
 
 
 def test_rows_with_a_gap_or_a_bad_value_are_refused(tmp_path):
-    good = {"beta": 2.5, "c": 2.0, "a0": 0.1, "a_min": 0.00625, "rows": [[0.0, 1.0, 0.01, 1.5], [1.0, 2.0, 0.02, 1.0]]}
-    for rows in ([[0.0, 1.0, 0.01, 1.5], [1.5, 2.0, 0.02, 1.0]], [[0.0, 1.0, -0.01, 1.5]],
-                 [[0.0, 1.0, 0.01, float("nan")]], [[0.5, 1.0, 0.01, 1.5]]):
+    def row(lo, hi, rho, lam):
+        return {"y_lo": lo, "y_hi": hi, "rho": rho, "lam": lam, "rho_low": 0.0, "cells": 1, "rho_cells": rho,
+                "lam_cells": lam, "rho_small": 0.0, "lam_small": -1.0}
+
+    def file(rows, y_max=2.0, n_c=1):
+        return {"beta": 2.5, "a0": 0.1, "a_min": 0.00625, "y_max": y_max,
+                "tables": [{"c": 2.0 + k, "seconds": 1.0, "rows": rows} for k in range(n_c)]}
+
+    good = [row(0.0, 1.0, 0.01, 1.5), row(1.0, 2.0, 0.02, 1.0)]
+    for data in (file([good[0], row(1.5, 2.0, 0.02, 1.0)]), file([row(0.0, 2.0, -0.01, 1.5)]),
+                 file([row(0.0, 2.0, 0.01, float("nan"))]), file([row(0.5, 2.0, 0.01, 1.5)]),
+                 file(good, y_max=3.0), file(good, n_c=2)):
         p = tmp_path / "rows.json"
-        p.write_text(json.dumps(dict(good, rows=rows)))
+        p.write_text(json.dumps(data))
         with pytest.raises(ValueError):
             cb.load_rows(str(p))
     p = tmp_path / "ok.json"
-    p.write_text(json.dumps(good))
+    p.write_text(json.dumps(file(good)))
     r = cb.load_rows(str(p))
-    assert r.y_max == 2.0 and r.pending_z3
+    assert r.y_max == 2.0 and r.rho == (0.01, 0.02) and r.c == 2.0
 
 
 def test_contour_base_is_confined_to_its_block_and_below_the_librarys_base():
