@@ -5,10 +5,7 @@ shapes: lower bounds (issue 35)", Lemmas A1–A5)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,17 +17,10 @@ from opacus_gg.accountants.gg_pair import GGPair
 from lower_bound_oracle import epsilon_lower as oracle_epsilon_lower  # the independent oracle: numpy/scipy only
 
 
-def _load(name: str):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses resolve the module's annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+from benchmark_modules import load_benchmark
 
-
-aw = _load("adaptive_worst")
-bc = _load("base_ceiling")
+aw = load_benchmark("adaptive_worst")
+bc = load_benchmark("base_ceiling")
 
 _SI15 = math.sqrt(fisher_information(1.5))
 

@@ -4,9 +4,7 @@ Base: the ceiling, measured")."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,10 +13,9 @@ from opacus_gg.accountants import ball_prv, renyi
 from opacus_gg.accountants.ball_prv import TableSpec
 from opacus_gg.accountants.gg_pair import GGPair
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "base_ceiling.py"
-_SPEC = importlib.util.spec_from_file_location("base_ceiling", _PATH)
-bc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bc)
+from benchmark_modules import load_benchmark
+
+bc = load_benchmark("base_ceiling")
 
 #: a table small enough for the quick tier (a_0 = 0.5m, a handful of cells, a coarse loss grid)
 _TINY = TableSpec(a0=0.5, ratio_low=1.2, ratio_high=1.2, h=0.05, half_width=6.0)

@@ -14,10 +14,7 @@ the lag charged 3×) or a rounding turned (λ = i + ⌊s·c_j/ΔR⌋): checked b
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,11 +23,9 @@ from lower_bound_oracle import delta_lower, step_pmf
 from test_ball_count import ALPHAS, _le, _sym
 from opacus_gg.accountants.gg_pair import GGPair
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bigd_table.py"
-_SPEC = importlib.util.spec_from_file_location("bigd_table", _PATH)
-bt = importlib.util.module_from_spec(_SPEC)
-sys.modules["bigd_table"] = bt  # its dataclass reads its module
-_SPEC.loader.exec_module(bt)
+from benchmark_modules import load_benchmark
+
+bt = load_benchmark("bigd_table")
 
 #: d = 6: positions 0, 1, 2, 4, 6 (steps 1, 1, 2, 2); the top lattice down to b_S = 0.63m; a coarse loss grid
 _D = 6

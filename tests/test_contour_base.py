@@ -4,11 +4,8 @@ the contour Base confined to its block (docs/accounting.md, "C5: the contour Bas
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,19 +13,9 @@ import pytest
 from opacus_gg.accountants import ball_prv
 from opacus_gg.accountants.ball_prv import TableSpec
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(_BENCH))  # contour_base imports its siblings from its own directory
+from benchmark_modules import BENCHMARKS as _BENCH, load_benchmark
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cb = _load("contour_base")
+cb = load_benchmark("contour_base")
 
 #: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40 (``contour_base.py rows``), c = 2 and 1.2
 _ROWS = [cb.load_rows(str(_BENCH / "data" / f"c3_rows_c{c}.json")) for c in ("2", "1.2")]

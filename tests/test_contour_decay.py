@@ -3,9 +3,7 @@ quadrature that shares no code with the bound (docs/accounting.md, "C4: a decay 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -13,19 +11,10 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from benchmark_modules import load_benchmark
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, mod)  # dataclasses look the module up by name
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cd = _load("contour_decay")
-bc = _load("base_ceiling")
+cd = load_benchmark("contour_decay")
+bc = load_benchmark("base_ceiling")
 
 A0 = 0.1
 #: (a, y) points of the per-lemma checks: small, middle and large w = a·y, coordinates at and below the cap

@@ -4,29 +4,16 @@ by scipy quadrature of the plain form (base_ceiling.phi_minus_one, which shares 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from flint import arb
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(_BENCH))  # contour_remainder imports contour_decay from its own directory
+from benchmark_modules import BENCHMARKS as _BENCH, load_benchmark
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cr = _load("contour_remainder")
-bc = _load("base_ceiling")
+cr = load_benchmark("contour_remainder")
+bc = load_benchmark("base_ceiling")
 
 BETA = 2.5
 FISHER = 1.2095873820113014  # I_2.5 (fisher.fisher_information; cr.fisher's ball is checked against it below)
