@@ -55,6 +55,25 @@ FULL_ONLY_TESTS = frozenset({
     # siblings: the same tests at their other parameters
     "test_accountant_ball_rdp.py::test_order_tiers_match_the_full_order_set[1.0-0.02-300]",
     "test_accountant_oracle.py::test_one_coordinate_epsilon_matches_dp_accounting[2.5-1.5-0.05-100-1e-05-0.0002]",
+    # (2026-11-29: the quick tier had grown to 4.5–5.4 min; the slowest of its tests with a quick sibling moved here)
+    # siblings: the same test at d = 3 (σ = 1 and 2) and d = 4
+    "test_ball_count.py::test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread[2-1.0]",
+    "test_ball_count.py::test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread[2-2.0]",
+    # sibling: test_count_table_is_below_the_renyi_bound_and_above_the_oracle_where_published (β = p)
+    "test_ball_count.py::test_count_table_epsilon_is_above_the_oracle_where_beta_and_p_differ",
+    # sibling: the same test at (3.0, 100)
+    "test_accountant_roundoff.py::test_shape_pairs_pass_their_mass_checks_and_the_prv_is_computed[1.5-1000000]",
+    # sibling: test_table_bound_publishes_the_smaller_proven_epsilon_labelled_prv_table (the table's API path), the
+    # module's Gaussian-domination tests
+    "test_gaussian_domination.py::test_published_epsilon_is_the_smallest_proven_bound_with_the_table_too",
+    # sibling: test_readme_setting_and_its_cli_line_are_above_the_long_run_oracle_in_2410_coordinates
+    "test_long_run_sweep.py::test_gaussian_prv_and_delta_at_ten_thousand_steps_are_above_the_oracle_and_close_to_it",
+    # sibling: test_low_order_delta_is_below_the_integer_orders_above_the_oracle_and_monotone (the same orders)
+    "test_low_orders.py::test_published_epsilon_uses_the_low_orders_and_is_above_the_oracle_for_explicit_shapes",
+    # sibling: the same test at setting3 (the Rényi bound published, β = 3)
+    "test_report_diagnostics.py::test_published_epsilon_is_bit_identical_with_and_without_diagnostics[setting2-rdp]",
+    # siblings: the same test at seg0 … seg3
+    "test_tradeoff.py::test_subsampled_curve_is_above_the_independent_lower_bound[seg4-shifts4-None]",
 })
 
 
