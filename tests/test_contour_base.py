@@ -17,7 +17,7 @@ from benchmark_modules import BENCHMARKS as _BENCH, load_benchmark
 
 cb = load_benchmark("contour_base")
 
-#: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40 (``contour_base.py rows``), c = 2 and 1.2
+#: C3's rows at β = 2.5, a_0 = 0.1, |y| ≤ 40, every a ∈ (0, a_0] (``contour_remainder.py --out``), c = 2 and 1.2
 _ROWS = [cb.load_rows(str(_BENCH / "data" / f"c3_rows_c{c}.json")) for c in ("2", "1.2")]
 #: log α where the shapes are read (α ≥ 1; the other orientation is the same curve by symmetry)
 _T = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
