@@ -56,7 +56,7 @@ FULL_ONLY_TESTS = frozenset({
     "test_accountant_ball_rdp.py::test_order_tiers_match_the_full_order_set[1.0-0.02-300]",
     "test_accountant_oracle.py::test_one_coordinate_epsilon_matches_dp_accounting[2.5-1.5-0.05-100-1e-05-0.0002]",
     # (2026-11-29: the quick tier had grown to 4.5–5.4 min; the slowest of its tests with a quick sibling moved here)
-    # siblings: the same test at d = 3 (σ = 1 and 2) and d = 4
+    # siblings: the same test at d = 3, σ = 2 and d = 4, σ = 2
     "test_ball_count.py::test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread[2-1.0]",
     "test_ball_count.py::test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread[2-2.0]",
     # sibling: test_count_table_is_below_the_renyi_bound_and_above_the_oracle_where_published (β = p)
@@ -74,6 +74,17 @@ FULL_ONLY_TESTS = frozenset({
     "test_report_diagnostics.py::test_published_epsilon_is_bit_identical_with_and_without_diagnostics[setting2-rdp]",
     # siblings: the same test at seg0 … seg3
     "test_tradeoff.py::test_subsampled_curve_is_above_the_independent_lower_bound[seg4-shifts4-None]",
+    # (2026-11-29, second session: the quick tier again near 5 min; the slowest with a quick sibling moved here)
+    # siblings: the same tests over every path but the β = 3 count table (the β = 1.5 count table kept)
+    "test_shared_state.py::test_cached_arrays_are_unchanged_after_other_queries_read_them[every-path]",
+    "test_shared_state.py::test_a_query_repeated_among_others_returns_the_same_floats_warm_and_cold[every-path]",
+    # siblings: the same test at d = 3, σ = 2 and d = 4, σ = 2
+    "test_ball_count.py::test_top_pair_dominates_one_two_and_equal_coordinate_shifts_and_a_thin_spread[3-1.0]",
+    # siblings: the sweep's β = p = 2.62 setting (the orders in (1, 2)), test_low_orders.py
+    "test_soundness_sweep.py::test_published_epsilon_delta_and_tradeoff_are_above_the_oracle_at_every_shape[beta10.4522-p10.4522-d2]",
+    "test_soundness_sweep.py::test_published_epsilon_delta_and_tradeoff_are_above_the_oracle_at_every_shape[beta11.0726-p5.9017-d3]",
+    # siblings: test_gaussian_domination.py's test_published_epsilon_near_two_is_above_rigorous_lower_bounds[1.6, 1.9]
+    "test_soundness_sweep.py::test_published_epsilon_delta_and_tradeoff_are_above_the_oracle_at_every_shape[beta1.9986-p1.9986-d100]",
 })
 
 
