@@ -796,6 +796,55 @@ def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
         assert quick is not None
 
 
+@pytest.mark.parametrize("beta,p,dim", [(1.5, 2.0, 2410), (1.8, 2.0, 2410), (1.2, 1.2, 100)])
+def test_gate_decided_from_below_publishes_the_plain_gates_epsilon(monkeypatch, beta, p, dim):
+    """The Gaussian's Rényi ε is not computed where its closed-form lower end already fails the cost gate of Lemma N
+    (api._gaussian_first, api._gaussian_domination_epsilon): the published ε and method are those of the plain
+    gates (the lower end switched off), repr for repr; at β = 1.5, p = 2 the Gaussian's moments are never asked for."""
+    history = [(1.0, 0.01, 1000, beta, dim, p)]
+    segs = api.normalize_history(history)
+    eps_error, delta_error = api._validate_errors(1e-5, 0.01, None)
+
+    def query():
+        api.clear_query_cache()
+        br.clear_caches()
+        return (api.proven_epsilon_history(history, 1e-5),
+                api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi"))
+
+    fast, fast_report = query()
+    asked_gaussian = any(key[3] == 1 for key in br._ball_cache)  # (j, σ, β, d, p): d = 1 only for the Gaussian
+    with monkeypatch.context() as m:
+        m.setattr(api, "gaussian_rdp_epsilon_below", lambda gauss, delta: -math.inf)  # the plain gates
+        plain, plain_report = query()
+    assert repr(fast) == repr(plain)
+    assert repr(fast_report.epsilon) == repr(plain_report.epsilon) and fast_report.method == plain_report.method
+    if (beta, p) == (1.5, 2.0):  # the gate fails (Gaussian Rényi ε 2.41 > 1.3 × 1.80): decided from below
+        assert not asked_gaussian and fast_report.details["gaussian_domination"].startswith("skipped: its Rényi bound (≥")
+    if beta == 1.8:  # the gate passes: the Gaussian's PRV is published as before
+        assert fast_report.method == "prv_gaussian"
+
+
+@pytest.mark.parametrize("sigma,q,steps,delta", [(1.0 / 1.06, 0.01, 1000, 1e-5), (0.8, 0.004, 10**4, 1e-5),
+                                                 (3.0, 0.05, 200, 1e-8), (0.5, 1.0, 3, 1e-5), (20.0, 0.001, 10**5, 1e-5)])
+def test_gaussian_renyi_epsilon_from_below_is_below_the_code_and_at_opacus_sampled_gaussian(sigma, q, steps, delta):
+    """ball_rdp.gaussian_rdp_epsilon_below (closed-form moments j(j − 1)m²/2) is ≤ the ε rdp_ball_epsilon computes
+    for the same Gaussian history (its enclosures of the moments), alone and as two segments, and within 1e-6 below
+    Opacus's RDP of the sampled Gaussian mechanism at the same orders (its own formulas: integer orders, remove)."""
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    gauss = api.normalize_history([(sigma, q, steps, 2.0, 1, 2.0)])
+    two = api.normalize_history([(sigma, q, steps, 2.0, 1, 2.0), (1.5 * sigma, q, steps, 2.0, 1, 2.0)])
+    br.clear_caches()
+    low, low_two = br.gaussian_rdp_epsilon_below(gauss, delta), br.gaussian_rdp_epsilon_below(two, delta)
+    assert low <= br.rdp_ball_epsilon(gauss, delta)[0] and low_two <= br.rdp_ball_epsilon(two, delta)[0]
+    orders = br.DEFAULT_ORDERS
+    rdp = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
+    with warnings.catch_warnings():  # its notice where the best order is the first or last one
+        warnings.simplefilter("ignore")
+        opacus_eps = get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0]
+    assert opacus_eps * (1.0 - 1e-6) - 1e-6 <= low <= opacus_eps * (1.0 + 1e-9) + 1e-9, (low, opacus_eps)
+
+
 def _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds):
     """renyi.refine_enclosure as first written: every owner's subintervals in the arrays every round."""
     from opacus_gg.accountants import renyi as ry

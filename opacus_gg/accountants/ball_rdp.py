@@ -47,6 +47,7 @@ __all__ = [
     "rdp_ball_curves",
     "rdp_ball_epsilon",
     "rdp_ball_epsilon_below",
+    "gaussian_rdp_epsilon_below",
     "rdp_ball_delta",
     "rdp_deltas",
     "combine",
@@ -1201,7 +1202,7 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
     if any(s.noise_multiplier == 0.0 for s in segs):
         return math.inf, float("nan")
     orders = list(DEFAULT_ORDERS)
-    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    logms = []
     for s in segs:
         m = 1.0 / s.noise_multiplier
         k = np.array([1.0, float(s.dim)])
@@ -1214,10 +1215,28 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
         logm = np.concatenate([low, low[-1] * (above - 1.0) / (_BELOW_ORDERS - 1.0) * (1.0 - _BELOW_MARGIN)])
         if s.count_noise_multiplier is not None:
             logm = logm + count_log_moments(max(orders), s.count_noise_multiplier)
+        logms.append(logm)
+    return _epsilon_from_log_moments(segs, logms, orders, delta)
+
+
+def _epsilon_from_log_moments(segs: list, logms: list, orders: list, delta: float,
+                              margin: float = 0.0) -> Tuple[float, float]:
+    r"""(ε, α) of the segments ``segs`` whose per-step log-moments are ``logms`` (one array per segment, j = 0 …
+    max α): Lemma 6 at every order in one array operation (:func:`_subsampled_rdp_all`), add capped by remove, each
+    step's RDP lowered by ``margin``·(|RDP| + 1e-3) (with a margin, a NaN RDP gives (−∞, nan)), summed over steps
+    and segments in their order, and Opacus's conversion at the larger direction (:func:`_best_order`); every step
+    non-decreasing in each log-moment. (∞, nan) where a direction has no finite order."""
+    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    for s, logm in zip(segs, logms):
         one = _subsampled_rdp_all(orders, s.sample_rate, logm)
         one["add"] = np.minimum(one["add"], one["remove"])
         for k in total:
-            total[k] = total[k] + s.steps * one[k]
+            v = one[k]
+            if margin:
+                if np.isnan(v).any():
+                    return -math.inf, float("nan")  # an order with no lower end: nothing is said
+                v = v - margin * (np.abs(v) + 1e-3)
+            total[k] = total[k] + s.steps * v
     out = (-math.inf, float("nan"))
     for rdp in total.values():
         if not np.isfinite(rdp).any():
@@ -1226,6 +1245,51 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
         if eps > out[0]:
             out = (eps, order)
     return out
+
+
+#: :func:`gaussian_rdp_epsilon_below`: each step's RDP lowered by this × (|RDP| + 1e-3), far more than the round-off
+#: of Lemma 6's formulas here and in :func:`step_rdp` (a few ulps of the sizes of its log-terms, / (α − 1))
+_GAUSS_BELOW_MARGIN = 1e-9
+
+
+def gaussian_rdp_epsilon_below(segments: Sequence, delta: float) -> float:
+    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε for Gaussian segments (β = 2, d = 1, no count
+    coordinate: :func:`.api.gaussian_dominated_history`), in closed form, without a quadrature; −∞ where it says
+    nothing. A cheap test of the cost gate of Lemma N (:mod:`.api`), never a privacy bound.
+
+    For β = 2, L_j(a) = j(j − 1)a²/2 exactly (GG(2, 1) = N(0, 1)); with m ≤ 1/σ ≤ the code's radius
+    (:func:`.validation.shift_radius`) and L_j(m)·(1 − 1e-12) below its exact value, each moment is below every bound
+    the code computes at d = 1 (Lemma Q's enclosure of L_j(shift_radius(σ)), chords between computed orders, all
+    ≥ the exact moment). Lemma 6's RDP is non-decreasing in every moment, the add bound's cap by remove too, and each
+    step's RDP is lowered by _GAUSS_BELOW_MARGIN·(|RDP| + 1e-3), more than the round-off of both; the sums
+    over steps and segments are the same operations on smaller numbers (rounding is monotone), Opacus's conversion
+    is non-decreasing in the RDP at each order, and the minimum over every default order is at most the minimum
+    over the orders :func:`rdp_ball_epsilon` tries (docs/accounting.md, "The gate decided from below"). Cached."""
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    if not segs or any(s.beta != 2.0 or s.dim != 1 or s.count_noise_multiplier is not None for s in segs):
+        raise ValueError("gaussian_rdp_epsilon_below needs Gaussian segments (beta = 2, dim = 1, no count coordinate)")
+    key = (tuple(segs), validate_delta(delta))
+    if key not in _gauss_below_cache:
+        if len(_gauss_below_cache) >= 256:
+            _gauss_below_cache.clear()
+        _gauss_below_cache[key] = _gaussian_below_of(segs, key[1])
+    return _gauss_below_cache[key]
+
+
+#: {(segments, δ): :func:`gaussian_rdp_epsilon_below`} (the two gates of one query ask for the same history)
+_gauss_below_cache: Dict[tuple, float] = {}
+
+
+def _gaussian_below_of(segs: list, delta: float) -> float:
+    """:func:`gaussian_rdp_epsilon_below` of normalized Gaussian segments, computed."""
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return math.inf
+    orders = list(DEFAULT_ORDERS)
+    j = np.arange(max(orders) + 1, dtype=np.float64)
+    logms = [j * (j - 1.0) / 2.0 * (1.0 / s.noise_multiplier) ** 2 * (1.0 - 1e-12) for s in segs]
+    with np.errstate(all="ignore"):
+        eps = _epsilon_from_log_moments(segs, logms, orders, delta, margin=_GAUSS_BELOW_MARGIN)[0]
+    return -math.inf if math.isnan(eps) else eps
 
 
 def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
@@ -1316,5 +1380,6 @@ def clear_caches() -> None:
         fn.cache_clear()
     _ball_cache.clear()
     _below_cache.clear()
+    _gauss_below_cache.clear()
     _k_cache.clear()
     renyi.clear_moment_cache()
