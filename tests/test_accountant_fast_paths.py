@@ -247,7 +247,8 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
 def test_chord_requests_answered_together_equal_each_answered_alone():
     """ball_rdp._chords_batched (the requests of several orders' duals in one call per (p, rounded), broadcast grids
     flattened) gives each request the floats _chord_sup_at gives it alone: p ≠ 2 (the bisection), p = 2 (closed
-    form), rounded or not, rows × columns grids and gathered entries, NaN and infinite excesses."""
+    form; its one-row requests batched), rounded or not, rows × columns grids and gathered entries, NaN and infinite
+    excesses."""
     rng = np.random.default_rng(2033)
     asks = []
     for t in range(24):
@@ -263,9 +264,18 @@ def test_chord_requests_answered_together_equal_each_answered_alone():
             E = br._chord_excess(G)
             r, c = rng.integers(0, lam.size, 40), rng.integers(0, n, 40)
             asks.append(br._Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded))
+    for t in range(12):  # one-row grids at p = 2 (batched since issue 33 item 16), λ = 0 and NaN/∞ excesses among them
+        n = int(rng.integers(2, 50))
+        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0, 800.0])
+        if t % 4 == 3:
+            G[-1] = np.inf if t % 8 == 3 else np.nan
+        lam = np.array([0.0 if t % 5 == 0 else rng.uniform(0.0, 40.0)])
+        asks.append(br._chord_grid(lam, G, A, 2.0, bool(t % 2)))
     with np.errstate(all="ignore"):
         together = br._chords_batched(asks)
         alone = [br._chord_sup_at(*ask) for ask in asks]
+    assert sum(ask.p == 2.0 and ask.lam.size == 1 for ask in asks) >= 12
     for k, (x, y) in enumerate(zip(together, alone)):
         assert x.shape == y.shape and _same_floats(x, y), k
 
