@@ -444,17 +444,22 @@ def _chords_batched(asks: Sequence["_Chords"]) -> list:
         parts, shapes = [], []
         for k in ks:
             arrays = asks[k][:5]
-            shape = arrays[0].shape
-            if not all(x.shape == shape for x in arrays[1:]) or len(shape) != 1:
-                shape = np.broadcast_shapes(*(x.shape for x in arrays))
-                arrays = [np.broadcast_to(x, shape).ravel() for x in arrays]
-            parts.append(arrays)
+            shape = np.broadcast(*arrays).shape
+            parts.append([x.ravel() if x.shape == shape else _filled(x, shape) for x in arrays])
             shapes.append(shape)
         vals = _chord_sup_at(*(np.concatenate([a[f] for a in parts]) for f in range(5)), p, rounded)
-        ends = np.cumsum([math.prod(shape) for shape in shapes])
-        for k, shape, v in zip(ks, shapes, np.split(vals, ends[:-1])):
-            out[k] = v.reshape(shape)
+        start = 0
+        for k, shape, part in zip(ks, shapes, parts):
+            out[k] = vals[start: start + part[0].size].reshape(shape)
+            start += part[0].size
     return out
+
+
+def _filled(x: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(x, shape).ravel()``: the same entries, copied (without its Python-level setup)."""
+    out = np.empty(shape, dtype=x.dtype)
+    out[...] = x
+    return out.ravel()
 
 
 def _chord_excess(G: np.ndarray) -> np.ndarray:
