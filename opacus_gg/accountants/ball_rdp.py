@@ -736,6 +736,12 @@ def _dual(
     return _run(_dual_steps(G, Kq, U, A, mp, dim, s))
 
 
+#: :func:`_dual_steps`' polishing rows, λ·(1 + t) for 81 t from −0.02 to 0.02 (its middle one 1 + 0.0 = 1 exactly);
+#: read-only, built once (the factors are the same floats at every call)
+_POLISH = 1.0 + np.linspace(-0.02, 0.02, 81)
+_POLISH.setflags(write=False)
+
+
 def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float):
     """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
@@ -748,7 +754,7 @@ def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp:
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
-        near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
+        near = cand[best] * _POLISH
         # the middle row is the best candidate itself (1 + 0.0): its F is known, the same float
         same = np.nonzero(near == cand[best])[0]
         seed = (int(same[0]), val, col) if same.size and col >= 0 else None
