@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from opacus_gg.accountants import api
 from opacus_gg.accountants import ball_rdp as br
@@ -853,6 +853,46 @@ def test_gaussian_renyi_epsilon_from_below_is_below_the_code_and_at_opacus_sampl
         warnings.simplefilter("ignore")
         opacus_eps = get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0]
     assert opacus_eps * (1.0 - 1e-6) - 1e-6 <= low <= opacus_eps * (1.0 + 1e-9) + 1e-9, (low, opacus_eps)
+
+
+def _subsampled_rdp_all_oracle(orders, sample_rate, logm):
+    """ball_rdp._subsampled_rdp_all as first written (its order tables built at every call)."""
+    q = float(sample_rate)
+    a = np.asarray(orders, dtype=np.float64)[:, None]
+    j = np.arange(logm.size, dtype=np.float64)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inside = j <= a
+        log_binom = gammaln(a + 1) - gammaln(j + 1) - gammaln(np.where(inside, a - j, 0) + 1)
+        terms = log_binom + j * math.log(q) + logm[None, :]
+        terms = terms + (a - j) * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
+        remove = logsumexp(np.where(inside, terms, -np.inf), axis=1) / (a[:, 0] - 1.0)
+        lm2 = float(logm[2])
+        log_chi2 = (-math.inf if lm2 <= 0.0 else math.log(math.expm1(lm2)) if lm2 < 700
+                    else lm2 + math.log1p(-math.exp(-lm2)))
+        alpha = a[:, 0]
+        jensen = np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha.astype(int)])
+        if q < 1.0:
+            taylor = np.logaddexp(0.0, np.log(alpha * (alpha - 1.0) / 2.0) - (alpha + 1.0) * math.log1p(-q)
+                                  + 2.0 * math.log(q) + log_chi2)
+            jensen = np.minimum(jensen, taylor)
+    return {"remove": remove, "add": jensen / (alpha - 1.0)}
+
+
+def test_order_tables_built_once_give_the_first_forms_floats():
+    """ball_rdp._subsampled_rdp_all with its binomial tables built once per (orders, size) equals its first form
+    (q = 1 and infinite moments included, default and other orders), and the dual's polishing factors are
+    1 + linspace(−0.02, 0.02, 81) (its middle one exactly 1), read-only."""
+    rng = np.random.default_rng(2911)
+    for t in range(60):
+        q = [1e-4, 0.01, 0.3, 1.0][t % 4]
+        orders = br.DEFAULT_ORDERS if t % 3 else [2, 3, 5, 8, 13, 21]
+        logm = np.concatenate([[0.0, 0.0], np.cumsum(rng.uniform(0.0, [1e-3, 1.0, 50.0][t % 3], max(orders) - 1))])
+        if t % 7 == 0:
+            logm[len(logm) // 2:] = np.inf
+        fast, plain = br._subsampled_rdp_all(orders, q, logm), _subsampled_rdp_all_oracle(orders, q, logm)
+        assert all(_same_floats(fast[k], plain[k]) for k in ("remove", "add")), t
+    assert _same_floats(br._POLISH, 1.0 + np.linspace(-0.02, 0.02, 81)) and br._POLISH[40] == 1.0
+    assert not br._POLISH.flags.writeable
 
 
 def _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds):

@@ -1310,13 +1310,10 @@ def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndar
     formulas, summed in another order, so equal up to round-off (~1e-15 relative; :func:`_below` takes a margin of
     1e-3 off its result)."""
     q = float(sample_rate)
-    a = np.asarray(orders, dtype=np.float64)[:, None]
-    j = np.arange(logm.size, dtype=np.float64)[None, :]
+    a, j, inside, a_minus_j, log_binom = _binomial_table(tuple(int(o) for o in orders), int(logm.size))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        inside = j <= a
-        log_binom = special.gammaln(a + 1) - special.gammaln(j + 1) - special.gammaln(np.where(inside, a - j, 0) + 1)
         terms = log_binom + j * math.log(q) + logm[None, :]
-        terms = terms + (a - j) * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
+        terms = terms + a_minus_j * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
         remove = special.logsumexp(np.where(inside, terms, -np.inf), axis=1) / (a[:, 0] - 1.0)
         lm2 = float(logm[2])
         log_chi2 = (-math.inf if lm2 <= 0.0 else math.log(math.expm1(lm2)) if lm2 < 700
@@ -1328,6 +1325,21 @@ def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndar
                                   + 2.0 * math.log(q) + log_chi2)
             jensen = np.minimum(jensen, taylor)
     return {"remove": remove, "add": jensen / (alpha - 1.0)}
+
+
+@lru_cache(maxsize=8)
+def _binomial_table(orders: Tuple[int, ...], size: int) -> Tuple[np.ndarray, ...]:
+    """(α column, j row, j ≤ α, α − j, log C(α, j) where j ≤ α) of :func:`_subsampled_rdp_all` for orders α and
+    j = 0 … size − 1: the arrays it built at every call, built once per (orders, size) (the same floats), read-only."""
+    a = np.asarray(orders, dtype=np.float64)[:, None]
+    j = np.arange(size, dtype=np.float64)[None, :]
+    inside = j <= a
+    with np.errstate(invalid="ignore"):
+        log_binom = special.gammaln(a + 1) - special.gammaln(j + 1) - special.gammaln(np.where(inside, a - j, 0) + 1)
+    out = (a, j, inside, a - j, log_binom)
+    for v in out:
+        v.setflags(write=False)
+    return out
 
 
 def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optional[Sequence[int]] = None) -> float:
