@@ -1330,7 +1330,8 @@ def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndar
 @lru_cache(maxsize=8)
 def _binomial_table(orders: Tuple[int, ...], size: int) -> Tuple[np.ndarray, ...]:
     """(α column, j row, j ≤ α, α − j, log C(α, j) where j ≤ α) of :func:`_subsampled_rdp_all` for orders α and
-    j = 0 … size − 1: the arrays it built at every call, built once per (orders, size) (the same floats), read-only."""
+    j = 0 … size − 1: the arrays it built at every call, built once per (orders, size) (the same floats), read-only
+    (forgotten by :func:`clear_caches`, so a cold query builds them as a new process would)."""
     a = np.asarray(orders, dtype=np.float64)[:, None]
     j = np.arange(size, dtype=np.float64)[None, :]
     inside = j <= a
@@ -1401,7 +1402,7 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, log_moment_upper):
+    for fn in (step_rdp, log_moment_upper, _binomial_table):
         fn.cache_clear()
     _ball_cache.clear()
     _below_cache.clear()
