@@ -428,7 +428,7 @@ def _chords_batched(asks: Sequence["_Chords"]) -> list:
     broadcast, flattened and concatenated, and each gets the float it gets alone (every operation of
     :func:`_chord_sup_at` is elementwise, each array contiguous in both). At p = 2 (closed form, no bisection: few
     operations per entry) a request of several λ rows is answered alone (flattening its grid costs more than the
-    call it saves); the one-row requests (each dual's rounded value and its row at λ_low, about 40 % of the calls
+    call it saves); the one-row requests (each dual's rounded value and its row at λ_low, about half of the calls
     and 1 % of the entries) are batched like the others."""
     out: list = [None] * len(asks)
     groups: Dict[Tuple[float, bool], list] = {}
