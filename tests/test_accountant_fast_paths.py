@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from opacus_gg.accountants import api
 from opacus_gg.accountants import ball_rdp as br
@@ -247,7 +247,8 @@ def test_ball_moments_equal_the_plain_path(monkeypatch, beta, p, dim, sigma):
 def test_chord_requests_answered_together_equal_each_answered_alone():
     """ball_rdp._chords_batched (the requests of several orders' duals in one call per (p, rounded), broadcast grids
     flattened) gives each request the floats _chord_sup_at gives it alone: p ≠ 2 (the bisection), p = 2 (closed
-    form), rounded or not, rows × columns grids and gathered entries, NaN and infinite excesses."""
+    form; its one-row requests batched), rounded or not, rows × columns grids and gathered entries, NaN and infinite
+    excesses."""
     rng = np.random.default_rng(2033)
     asks = []
     for t in range(24):
@@ -263,9 +264,18 @@ def test_chord_requests_answered_together_equal_each_answered_alone():
             E = br._chord_excess(G)
             r, c = rng.integers(0, lam.size, 40), rng.integers(0, n, 40)
             asks.append(br._Chords(lam[r], A[c], A[c + 1], E[c], E[c + 1], p, rounded))
+    for t in range(12):  # one-row grids at p = 2 (batched since issue 33 item 16), λ = 0 and NaN/∞ excesses among them
+        n = int(rng.integers(2, 50))
+        A = np.concatenate([[0.0], np.sort(rng.uniform(1e-4, 2.0, n))])
+        G = np.sort(rng.uniform(0.0, 5.0, n + 1)) * rng.choice([1e-6, 1.0, 30.0, 800.0])
+        if t % 4 == 3:
+            G[-1] = np.inf if t % 8 == 3 else np.nan
+        lam = np.array([0.0 if t % 5 == 0 else rng.uniform(0.0, 40.0)])
+        asks.append(br._chord_grid(lam, G, A, 2.0, bool(t % 2)))
     with np.errstate(all="ignore"):
         together = br._chords_batched(asks)
         alone = [br._chord_sup_at(*ask) for ask in asks]
+    assert sum(ask.p == 2.0 and ask.lam.size == 1 for ask in asks) >= 12
     for k, (x, y) in enumerate(zip(together, alone)):
         assert x.shape == y.shape and _same_floats(x, y), k
 
@@ -794,6 +804,95 @@ def test_gaussian_first_is_the_default_reports_number(beta, p, dim):
         assert reused.details.get("epsilon_gaussian_domination") == report.details.get("epsilon_gaussian_domination")
     if (beta, p, dim) == (1.8, 2.0, 2410):
         assert quick is not None
+
+
+@pytest.mark.parametrize("beta,p,dim", [(1.5, 2.0, 2410), (1.8, 2.0, 2410), (1.2, 1.2, 100)])
+def test_gate_decided_from_below_publishes_the_plain_gates_epsilon(monkeypatch, beta, p, dim):
+    """The Gaussian's Rényi ε is not computed where its closed-form lower end already fails the cost gate of Lemma N
+    (api._gaussian_first, api._gaussian_domination_epsilon): the published ε and method are those of the plain
+    gates (the lower end switched off), repr for repr; at β = 1.5, p = 2 the Gaussian's moments are never asked for."""
+    history = [(1.0, 0.01, 1000, beta, dim, p)]
+    segs = api.normalize_history(history)
+    eps_error, delta_error = api._validate_errors(1e-5, 0.01, None)
+
+    def query():
+        api.clear_query_cache()
+        br.clear_caches()
+        return (api.proven_epsilon_history(history, 1e-5),
+                api._ball_report(segs, 1e-5, eps_error, delta_error, "renyi"))
+
+    fast, fast_report = query()
+    asked_gaussian = any(key[3] == 1 for key in br._ball_cache)  # (j, σ, β, d, p): d = 1 only for the Gaussian
+    with monkeypatch.context() as m:
+        m.setattr(api, "gaussian_rdp_epsilon_below", lambda gauss, delta: -math.inf)  # the plain gates
+        plain, plain_report = query()
+    assert repr(fast) == repr(plain)
+    assert repr(fast_report.epsilon) == repr(plain_report.epsilon) and fast_report.method == plain_report.method
+    if (beta, p) == (1.5, 2.0):  # the gate fails (Gaussian Rényi ε 2.41 > 1.3 × 1.80): decided from below
+        assert not asked_gaussian and fast_report.details["gaussian_domination"].startswith("skipped: its Rényi bound (≥")
+    if beta == 1.8:  # the gate passes: the Gaussian's PRV is published as before
+        assert fast_report.method == "prv_gaussian"
+
+
+@pytest.mark.parametrize("sigma,q,steps,delta", [(1.0 / 1.06, 0.01, 1000, 1e-5), (0.8, 0.004, 10**4, 1e-5),
+                                                 (3.0, 0.05, 200, 1e-8), (0.5, 1.0, 3, 1e-5), (20.0, 0.001, 10**5, 1e-5)])
+def test_gaussian_renyi_epsilon_from_below_is_below_the_code_and_at_opacus_sampled_gaussian(sigma, q, steps, delta):
+    """ball_rdp.gaussian_rdp_epsilon_below (closed-form moments j(j − 1)m²/2) is ≤ the ε rdp_ball_epsilon computes
+    for the same Gaussian history (its enclosures of the moments), alone and as two segments, and within 1e-6 below
+    Opacus's RDP of the sampled Gaussian mechanism at the same orders (its own formulas: integer orders, remove)."""
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    gauss = api.normalize_history([(sigma, q, steps, 2.0, 1, 2.0)])
+    two = api.normalize_history([(sigma, q, steps, 2.0, 1, 2.0), (1.5 * sigma, q, steps, 2.0, 1, 2.0)])
+    br.clear_caches()
+    low, low_two = br.gaussian_rdp_epsilon_below(gauss, delta), br.gaussian_rdp_epsilon_below(two, delta)
+    assert low <= br.rdp_ball_epsilon(gauss, delta)[0] and low_two <= br.rdp_ball_epsilon(two, delta)[0]
+    orders = br.DEFAULT_ORDERS
+    rdp = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
+    with warnings.catch_warnings():  # its notice where the best order is the first or last one
+        warnings.simplefilter("ignore")
+        opacus_eps = get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0]
+    assert opacus_eps * (1.0 - 1e-6) - 1e-6 <= low <= opacus_eps * (1.0 + 1e-9) + 1e-9, (low, opacus_eps)
+
+
+def _subsampled_rdp_all_oracle(orders, sample_rate, logm):
+    """ball_rdp._subsampled_rdp_all as first written (its order tables built at every call)."""
+    q = float(sample_rate)
+    a = np.asarray(orders, dtype=np.float64)[:, None]
+    j = np.arange(logm.size, dtype=np.float64)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inside = j <= a
+        log_binom = gammaln(a + 1) - gammaln(j + 1) - gammaln(np.where(inside, a - j, 0) + 1)
+        terms = log_binom + j * math.log(q) + logm[None, :]
+        terms = terms + (a - j) * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
+        remove = logsumexp(np.where(inside, terms, -np.inf), axis=1) / (a[:, 0] - 1.0)
+        lm2 = float(logm[2])
+        log_chi2 = (-math.inf if lm2 <= 0.0 else math.log(math.expm1(lm2)) if lm2 < 700
+                    else lm2 + math.log1p(-math.exp(-lm2)))
+        alpha = a[:, 0]
+        jensen = np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + logm[alpha.astype(int)])
+        if q < 1.0:
+            taylor = np.logaddexp(0.0, np.log(alpha * (alpha - 1.0) / 2.0) - (alpha + 1.0) * math.log1p(-q)
+                                  + 2.0 * math.log(q) + log_chi2)
+            jensen = np.minimum(jensen, taylor)
+    return {"remove": remove, "add": jensen / (alpha - 1.0)}
+
+
+def test_order_tables_built_once_give_the_first_forms_floats():
+    """ball_rdp._subsampled_rdp_all with its binomial tables built once per (orders, size) equals its first form
+    (q = 1 and infinite moments included, default and other orders), and the dual's polishing factors are
+    1 + linspace(−0.02, 0.02, 81) (its middle one exactly 1), read-only."""
+    rng = np.random.default_rng(2911)
+    for t in range(60):
+        q = [1e-4, 0.01, 0.3, 1.0][t % 4]
+        orders = br.DEFAULT_ORDERS if t % 3 else [2, 3, 5, 8, 13, 21]
+        logm = np.concatenate([[0.0, 0.0], np.cumsum(rng.uniform(0.0, [1e-3, 1.0, 50.0][t % 3], max(orders) - 1))])
+        if t % 7 == 0:
+            logm[len(logm) // 2:] = np.inf
+        fast, plain = br._subsampled_rdp_all(orders, q, logm), _subsampled_rdp_all_oracle(orders, q, logm)
+        assert all(_same_floats(fast[k], plain[k]) for k in ("remove", "add")), t
+    assert _same_floats(br._POLISH, 1.0 + np.linspace(-0.02, 0.02, 81)) and br._POLISH[40] == 1.0
+    assert not br._POLISH.flags.writeable
 
 
 def _refine_enclosure_oracle(xl, xr, owner, n, epsrel, bounds):

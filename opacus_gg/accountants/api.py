@@ -34,7 +34,8 @@ from ..validation import (BALL_BOUNDS, shift_radius, validate_ball_bound, valida
                           validate_nonnegative, validate_positive)
 from .ball_count import COUNT_DIM_MAX, CountSpec, count_table, count_table_applies
 from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
-from .ball_rdp import combine, rdp_ball_delta, rdp_ball_epsilon, rdp_ball_epsilon_below
+from .ball_rdp import (combine, gaussian_rdp_epsilon_below, rdp_ball_delta, rdp_ball_epsilon,
+                       rdp_ball_epsilon_below)
 from . import low_orders
 from .checks import AccountingError, LossBeyondGrid
 from .composition import CompositionResult, compose_delta, compose_history
@@ -232,6 +233,10 @@ def _gaussian_domination_epsilon(segs: Sequence[Segment], delta: float, rdp_eps:
     gauss = gaussian_dominated_history(segs)
     if gauss is None:
         return None, "not applicable: beta > 2"
+    gauss_low = gaussian_rdp_epsilon_below(gauss, delta)  # ≤ gauss_rdp below, in closed form (never NaN)
+    if not (gauss_low <= GAUSS_DOMINATION_GATE * rdp_eps or rdp_eps <= GAUSS_DOMINATION_SMALL_EPS):
+        # then gauss_rdp ≥ gauss_low fails the gate below too (docs/accounting.md, "The gate decided from below")
+        return None, f"skipped: its Rényi bound (≥ {gauss_low:.4g}) is above {GAUSS_DOMINATION_GATE} x the ball's"
     with np.errstate(all="ignore"):
         gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
     if not (gauss_rdp <= GAUSS_DOMINATION_GATE * rdp_eps or rdp_eps <= GAUSS_DOMINATION_SMALL_EPS):
@@ -261,14 +266,19 @@ def _gaussian_first(segs: Sequence[Segment], delta: float, eps_error: float,
     With R the Rényi bound's ε (:func:`.ball_rdp.rdp_ball_epsilon`) and R_low ≤ R its lower end
     (:func:`.ball_rdp.rdp_ball_epsilon_below`), times 1 − 1e-3: the gate passes when the Gaussian's Rényi ε is
     ≤ GAUSS_DOMINATION_GATE·R_low (≤ the gate's GATE·R), and the Gaussian's PRV ε G is published when G < R_low
-    (< R, so _publish_if_smaller takes it). The same float as the default report, without its Rényi bound."""
+    (< R, so _publish_if_smaller takes it). The same float as the default report, without its Rényi bound. Where
+    the Gaussian's Rényi ε is above GATE·R_low by its closed-form lower end
+    (:func:`.ball_rdp.gaussian_rdp_epsilon_below`), it is not computed (the gate fails all the same)."""
     gauss = gaussian_dominated_history(segs)
     if gauss is None:
         return None, None
     with np.errstate(all="ignore"):
         low = rdp_ball_epsilon_below(segs, delta) * (1.0 - 1e-3)
+        # the gate fails where the Gaussian's Rényi ε is known from below to fail it (as gauss_rdp ≥ that lower end)
+        if not (math.isfinite(low) and gaussian_rdp_epsilon_below(gauss, delta) <= GAUSS_DOMINATION_GATE * low):
+            return None, None
         gauss_rdp = rdp_ball_epsilon(gauss, delta)[0]
-    if not (math.isfinite(low) and gauss_rdp <= GAUSS_DOMINATION_GATE * low):
+    if not gauss_rdp <= GAUSS_DOMINATION_GATE * low:
         return None, None
     prv = _gaussian_prv_epsilon(gauss, delta, eps_error, delta_error)
     eps = prv[0]

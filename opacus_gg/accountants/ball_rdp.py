@@ -47,6 +47,7 @@ __all__ = [
     "rdp_ball_curves",
     "rdp_ball_epsilon",
     "rdp_ball_epsilon_below",
+    "gaussian_rdp_epsilon_below",
     "rdp_ball_delta",
     "rdp_deltas",
     "combine",
@@ -426,11 +427,13 @@ def _chords_batched(asks: Sequence["_Chords"]) -> list:
     r"""[:func:`_chord_sup_at` (*ask) for ask in ``asks``], one call per (p, rounded): every request's entries are
     broadcast, flattened and concatenated, and each gets the float it gets alone (every operation of
     :func:`_chord_sup_at` is elementwise, each array contiguous in both). At p = 2 (closed form, no bisection: few
-    operations per call, and its broadcast grids stay small in memory) each request is answered alone."""
+    operations per entry) a request of several λ rows is answered alone (flattening its grid costs more than the
+    call it saves); the one-row requests (each dual's rounded value and its row at λ_low, about half of the calls
+    and 1 % of the entries) are batched like the others."""
     out: list = [None] * len(asks)
     groups: Dict[Tuple[float, bool], list] = {}
     for k, ask in enumerate(asks):
-        if ask.p == 2.0:
+        if ask.p == 2.0 and ask.lam.size > 1:
             out[k] = _chord_sup_at(*ask)
         else:
             groups.setdefault((ask.p, bool(ask.rounded)), []).append(k)
@@ -441,17 +444,22 @@ def _chords_batched(asks: Sequence["_Chords"]) -> list:
         parts, shapes = [], []
         for k in ks:
             arrays = asks[k][:5]
-            shape = arrays[0].shape
-            if not all(x.shape == shape for x in arrays[1:]) or len(shape) != 1:
-                shape = np.broadcast_shapes(*(x.shape for x in arrays))
-                arrays = [np.broadcast_to(x, shape).ravel() for x in arrays]
-            parts.append(arrays)
+            shape = np.broadcast(*arrays).shape
+            parts.append([x.ravel() if x.shape == shape else _filled(x, shape) for x in arrays])
             shapes.append(shape)
         vals = _chord_sup_at(*(np.concatenate([a[f] for a in parts]) for f in range(5)), p, rounded)
-        ends = np.cumsum([math.prod(shape) for shape in shapes])
-        for k, shape, v in zip(ks, shapes, np.split(vals, ends[:-1])):
-            out[k] = v.reshape(shape)
+        start = 0
+        for k, shape, part in zip(ks, shapes, parts):
+            out[k] = vals[start: start + part[0].size].reshape(shape)
+            start += part[0].size
     return out
+
+
+def _filled(x: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(x, shape).ravel()``: the same entries, copied (without its Python-level setup)."""
+    out = np.empty(shape, dtype=x.dtype)
+    out[...] = x
+    return out.ravel()
 
 
 def _chord_excess(G: np.ndarray) -> np.ndarray:
@@ -728,6 +736,12 @@ def _dual(
     return _run(_dual_steps(G, Kq, U, A, mp, dim, s))
 
 
+#: :func:`_dual_steps`' polishing rows, λ·(1 + t) for 81 t from −0.02 to 0.02 (its middle one 1 + 0.0 = 1 exactly);
+#: read-only, built once (the factors are the same floats at every call)
+_POLISH = 1.0 + np.linspace(-0.02, 0.02, 81)
+_POLISH.setflags(write=False)
+
+
 def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp: float, dim: int, s: float):
     """:func:`_dual` as a step generator (:class:`_Chords` requests)."""
     slopes = np.concatenate([_upper_hull_slopes(U, G), _upper_hull_slopes(U[:-1], G[1:])])
@@ -740,7 +754,7 @@ def _dual_steps(G: np.ndarray, Kq: np.ndarray, U: np.ndarray, A: np.ndarray, mp:
     lb = int(np.argmin(low_vals))
     lower, lam_low = float(low_vals[lb]), float(cand[lb])
     if cand[best] > 0:  # F need not be convex (min of step and power bounds): polish around the best candidate
-        near = cand[best] * (1.0 + np.linspace(-0.02, 0.02, 81))
+        near = cand[best] * _POLISH
         # the middle row is the best candidate itself (1 + 0.0): its F is known, the same float
         same = np.nonzero(near == cand[best])[0]
         seed = (int(same[0]), val, col) if same.size and col >= 0 else None
@@ -1201,7 +1215,7 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
     if any(s.noise_multiplier == 0.0 for s in segs):
         return math.inf, float("nan")
     orders = list(DEFAULT_ORDERS)
-    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    logms = []
     for s in segs:
         m = 1.0 / s.noise_multiplier
         k = np.array([1.0, float(s.dim)])
@@ -1214,10 +1228,28 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
         logm = np.concatenate([low, low[-1] * (above - 1.0) / (_BELOW_ORDERS - 1.0) * (1.0 - _BELOW_MARGIN)])
         if s.count_noise_multiplier is not None:
             logm = logm + count_log_moments(max(orders), s.count_noise_multiplier)
+        logms.append(logm)
+    return _epsilon_from_log_moments(segs, logms, orders, delta)
+
+
+def _epsilon_from_log_moments(segs: list, logms: list, orders: list, delta: float,
+                              margin: float = 0.0) -> Tuple[float, float]:
+    r"""(ε, α) of the segments ``segs`` whose per-step log-moments are ``logms`` (one array per segment, j = 0 …
+    max α): Lemma 6 at every order in one array operation (:func:`_subsampled_rdp_all`), add capped by remove, each
+    step's RDP lowered by ``margin``·(|RDP| + 1e-3) (with a margin, a NaN RDP gives (−∞, nan)), summed over steps
+    and segments in their order, and Opacus's conversion at the larger direction (:func:`_best_order`); every step
+    non-decreasing in each log-moment. (∞, nan) where a direction has no finite order."""
+    total = {"remove": np.zeros(len(orders)), "add": np.zeros(len(orders))}
+    for s, logm in zip(segs, logms):
         one = _subsampled_rdp_all(orders, s.sample_rate, logm)
         one["add"] = np.minimum(one["add"], one["remove"])
         for k in total:
-            total[k] = total[k] + s.steps * one[k]
+            v = one[k]
+            if margin:
+                if np.isnan(v).any():
+                    return -math.inf, float("nan")  # an order with no lower end: nothing is said
+                v = v - margin * (np.abs(v) + 1e-3)
+            total[k] = total[k] + s.steps * v
     out = (-math.inf, float("nan"))
     for rdp in total.values():
         if not np.isfinite(rdp).any():
@@ -1228,18 +1260,60 @@ def _below_of(segs: list, delta: float) -> Tuple[float, float]:
     return out
 
 
+#: :func:`gaussian_rdp_epsilon_below`: each step's RDP lowered by this × (|RDP| + 1e-3), far more than the round-off
+#: of Lemma 6's formulas here and in :func:`step_rdp` (a few ulps of the sizes of its log-terms, / (α − 1))
+_GAUSS_BELOW_MARGIN = 1e-9
+
+
+def gaussian_rdp_epsilon_below(segments: Sequence, delta: float) -> float:
+    r"""A number at most :func:`rdp_ball_epsilon` (segments, δ)'s ε for Gaussian segments (β = 2, d = 1, no count
+    coordinate: :func:`.api.gaussian_dominated_history`), in closed form, without a quadrature; −∞ where it says
+    nothing. A cheap test of the cost gate of Lemma N (:mod:`.api`), never a privacy bound.
+
+    For β = 2, L_j(a) = j(j − 1)a²/2 exactly (GG(2, 1) = N(0, 1)); with m ≤ 1/σ ≤ the code's radius
+    (:func:`.validation.shift_radius`) and L_j(m)·(1 − 1e-12) below its exact value, each moment is below every bound
+    the code computes at d = 1 (Lemma Q's enclosure of L_j(shift_radius(σ)), chords between computed orders, all
+    ≥ the exact moment). Lemma 6's RDP is non-decreasing in every moment, the add bound's cap by remove too, and each
+    step's RDP is lowered by _GAUSS_BELOW_MARGIN·(|RDP| + 1e-3), more than the round-off of both; the sums
+    over steps and segments are the same operations on smaller numbers (rounding is monotone), Opacus's conversion
+    is non-decreasing in the RDP at each order, and the minimum over every default order is at most the minimum
+    over the orders :func:`rdp_ball_epsilon` tries (docs/accounting.md, "The gate decided from below"). Cached."""
+    segs = list(segments) if all(isinstance(s, Segment) for s in segments) else normalize_history(segments)
+    if not segs or any(s.beta != 2.0 or s.dim != 1 or s.count_noise_multiplier is not None for s in segs):
+        raise ValueError("gaussian_rdp_epsilon_below needs Gaussian segments (beta = 2, dim = 1, no count coordinate)")
+    key = (tuple(segs), validate_delta(delta))
+    if key not in _gauss_below_cache:
+        if len(_gauss_below_cache) >= 256:
+            _gauss_below_cache.clear()
+        _gauss_below_cache[key] = _gaussian_below_of(segs, key[1])
+    return _gauss_below_cache[key]
+
+
+#: {(segments, δ): :func:`gaussian_rdp_epsilon_below`} (the two gates of one query ask for the same history)
+_gauss_below_cache: Dict[tuple, float] = {}
+
+
+def _gaussian_below_of(segs: list, delta: float) -> float:
+    """:func:`gaussian_rdp_epsilon_below` of normalized Gaussian segments, computed."""
+    if any(s.noise_multiplier == 0.0 for s in segs):
+        return math.inf
+    orders = list(DEFAULT_ORDERS)
+    j = np.arange(max(orders) + 1, dtype=np.float64)
+    logms = [j * (j - 1.0) / 2.0 * (1.0 / s.noise_multiplier) ** 2 * (1.0 - 1e-12) for s in segs]
+    with np.errstate(all="ignore"):
+        eps = _epsilon_from_log_moments(segs, logms, orders, delta, margin=_GAUSS_BELOW_MARGIN)[0]
+    return -math.inf if math.isnan(eps) else eps
+
+
 def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndarray) -> Dict[str, np.ndarray]:
     r""":func:`.renyi.subsampled_rdp_from_log_moments` (Lemma 6) at every order in one array operation: the same
     formulas, summed in another order, so equal up to round-off (~1e-15 relative; :func:`_below` takes a margin of
     1e-3 off its result)."""
     q = float(sample_rate)
-    a = np.asarray(orders, dtype=np.float64)[:, None]
-    j = np.arange(logm.size, dtype=np.float64)[None, :]
+    a, j, inside, a_minus_j, log_binom = _binomial_table(tuple(int(o) for o in orders), int(logm.size))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        inside = j <= a
-        log_binom = special.gammaln(a + 1) - special.gammaln(j + 1) - special.gammaln(np.where(inside, a - j, 0) + 1)
         terms = log_binom + j * math.log(q) + logm[None, :]
-        terms = terms + (a - j) * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
+        terms = terms + a_minus_j * math.log1p(-q) if q < 1.0 else np.where(j == a, terms, -np.inf)
         remove = special.logsumexp(np.where(inside, terms, -np.inf), axis=1) / (a[:, 0] - 1.0)
         lm2 = float(logm[2])
         log_chi2 = (-math.inf if lm2 <= 0.0 else math.log(math.expm1(lm2)) if lm2 < 700
@@ -1251,6 +1325,22 @@ def _subsampled_rdp_all(orders: Sequence[int], sample_rate: float, logm: np.ndar
                                   + 2.0 * math.log(q) + log_chi2)
             jensen = np.minimum(jensen, taylor)
     return {"remove": remove, "add": jensen / (alpha - 1.0)}
+
+
+@lru_cache(maxsize=8)
+def _binomial_table(orders: Tuple[int, ...], size: int) -> Tuple[np.ndarray, ...]:
+    """(α column, j row, j ≤ α, α − j, log C(α, j) where j ≤ α) of :func:`_subsampled_rdp_all` for orders α and
+    j = 0 … size − 1: the arrays it built at every call, built once per (orders, size) (the same floats), read-only
+    (forgotten by :func:`clear_caches`, so a cold query builds them as a new process would)."""
+    a = np.asarray(orders, dtype=np.float64)[:, None]
+    j = np.arange(size, dtype=np.float64)[None, :]
+    inside = j <= a
+    with np.errstate(invalid="ignore"):
+        log_binom = special.gammaln(a + 1) - special.gammaln(j + 1) - special.gammaln(np.where(inside, a - j, 0) + 1)
+    out = (a, j, inside, a - j, log_binom)
+    for v in out:
+        v.setflags(write=False)
+    return out
 
 
 def rdp_ball_delta(segments: Sequence[Sequence], epsilon: float, orders: Optional[Sequence[int]] = None) -> float:
@@ -1312,9 +1402,10 @@ def combine(prv: EpsilonReport, rdp_epsilon: float, rdp_order: float = float("na
 
 def clear_caches() -> None:
     """Forget every cached moment and bound of this module and of :mod:`.renyi` (the next call is cold)."""
-    for fn in (step_rdp, log_moment_upper):
+    for fn in (step_rdp, log_moment_upper, _binomial_table):
         fn.cache_clear()
     _ball_cache.clear()
     _below_cache.clear()
+    _gauss_below_cache.clear()
     _k_cache.clear()
     renyi.clear_moment_cache()
