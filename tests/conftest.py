@@ -74,6 +74,17 @@ FULL_ONLY_TESTS = frozenset({
     "test_report_diagnostics.py::test_published_epsilon_is_bit_identical_with_and_without_diagnostics[setting2-rdp]",
     # siblings: the same test at seg0 … seg3
     "test_tradeoff.py::test_subsampled_curve_is_above_the_independent_lower_bound[seg4-shifts4-None]",
+    # the contour Base in the library (siblings named as ..._quick, or beside each)
+    "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent",
+    "test_ball_contour.py::test_shipped_data_is_what_export_writes",
+    # sibling: test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
+    "test_ball_contour.py::test_fallback_table_is_the_moments_table_bit_for_bit",
+    # sibling: the same test at (0.2, 5)
+    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1]",
+    # siblings: test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick (K_float ≥ K_Arb), the oracle
+    "test_ball_contour.py::test_contour_table_is_above_the_arb_contour_table",
+    # sibling: test_contour_table_is_above_the_oracle_and_below_the_moments_table[0.2-5] (the same Base, coarse cells)
+    "test_ball_contour.py::test_published_table_at_beta_two_and_a_half_is_within_five_percent_of_one_coordinate",
 })
 
 
