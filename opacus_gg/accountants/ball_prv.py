@@ -15,7 +15,9 @@ divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j�
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
 and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N, and where the spec asks the
-mean–variance bound (Lemma T3). The computed pairs
+mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.5) and a_0 ≤ the data's, from mass a_0² on
+also the contour Base of :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error;
+:func:`base_states`, :func:`table_base`). The computed pairs
 carry the connect-the-dots round-off: each state records C with
 δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
 symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
