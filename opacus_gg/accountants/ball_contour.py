@@ -189,13 +189,15 @@ def _gauss_integral_up(s2: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     r"""≥ ∫_a^b e^{−s²y²} dy for 0 ≤ a < b and s² > 0 (s2 ≤ the exact s²: the integral decreases in s²):
     y² − a² ≥ 2a(y − a), so the integral is ≤ e^{−s²a²}·(1 − e^{−2s²a(b − a)})/(2s²a) (≤ e^{−s²a²}(b − a), the
     value at a = 0). Rounded up: the exponents have ≤ 3 roundings (s²·a·a; 2s²·a·(b − a), b − a one more), −expm1 is
-    increasing in its argument (raised by 6u) and ≤ 2u; the quotient and the products ≤ 4 roundings; (1 + 12u)."""
+    increasing in its argument (raised by 6u: ≥ the exact one) and ≤ 2u, the denominator, the quotient and the
+    margin's product 3 more (× (1 + 2u) and the final (1 + 12u)); the min with b − a (≥ the exact b − a after
+    × (1 + 3u)); the product with e^{−s²a²} and the last margin 2 more: 7 roundings beside _exp_up, (1 + 12u)."""
     d = b - a
     w = 2.0 * s2 * a * d * (1.0 + 6.0 * u)  # ≥ 2s²a(b − a): 3 roundings (2× exact), raised by 6u
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(a > 0.0, -np.expm1(-w) / (2.0 * s2 * a) * (1.0 + 2.0 * u), d)
     # the quotient ≤ (b − a): where w is tiny the float ratio may exceed it by round-off only; take the smaller
-    ratio = np.minimum(ratio, d * (1.0 + u))
+    ratio = np.minimum(ratio, d * (1.0 + 3.0 * u))
     return _exp_up(-s2 * a * a, 2) * ratio * (1.0 + 12.0 * u)
 
 
@@ -209,11 +211,12 @@ def tail_rate(rows: ContourRows, R: float) -> float:
     r"""≥ C4's tail (1/π)∫_Y^∞ |M|/|z(z − 1)| dy at α = 1 for every member of 2-mass R (Lemma D7): the pieces'
     weights 1/y_i − 1/y_{i+1} = (y_{i+1} − y_i)/(y_i y_{i+1}) (the difference exact, ratio ≤ 2; 2 roundings),
     1/y_end (1), the exponents R·(Λ_c − κ_i) (2 roundings), the sum by math.fsum (≤ u) of the positive terms, ÷ the
-    float π (< π: the quotient only grows) ≤ u; each term ≤ 4 roundings beside exp: (1 + 8u)."""
+    float π (< π: the quotient only grows) ≤ u; each term: w's 2 roundings and 2 products beside :func:`_exp_up`:
+    (1 + 6u); the sum, the quotient and the last product: (1 + 4u)."""
     y, kap = rows.tail_y, rows.tail_kappa
     w = np.append((y[1:] - y[:-1]) / (y[:-1] * y[1:]), 1.0 / y[-1])
     # the exponents R(Λ_c − κ_i): κ_i at the pieces' starts and, beyond y_end, at y_end (the last κ)
-    terms = _exp_up(R * (rows.log_moment_rate - kap), 2) * w * (1.0 + 4.0 * u)
+    terms = _exp_up(R * (rows.log_moment_rate - kap), 2) * w * (1.0 + 6.0 * u)
     return math.fsum(terms) / math.pi * (1.0 + 4.0 * u)
 
 
@@ -237,14 +240,14 @@ def error_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -
     # roundings), s² = I_β r_lo/2 with its lower end, lowered by 2u (2 roundings): a smaller s² only raises g
     peak = float(_exp_up(data.fisher_upper * r_hi * (c * (c - 1.0)) / 2.0, 3))
     s2 = data.fisher_lower * r_lo / 2.0 * (1.0 - 3.0 * u)
-    g_int = peak * _gauss_integral_up(s2, a, b) * (1.0 + 2.0 * u)
+    g_int = peak * _gauss_integral_up(s2, a, b) * (1.0 + 4.0 * u)
     m_lam = np.maximum(_exp_up(r_lo * lam, 1), _exp_up(r_hi * lam, 1))
-    far = (m_lam * (b - a) * (1.0 + 3.0 * u) + g_int) * (1.0 + 2.0 * u)  # b − a, two products, the sum
+    far = (m_lam * (b - a) * (1.0 + 5.0 * u) + g_int) * (1.0 + 4.0 * u)  # b − a, two products; the sum, a product
     with np.errstate(over="ignore", invalid="ignore"):
         # e^{r_hi ρ} − 1: the exponent raised by 3u (1 rounding), expm1 ≤ 2u, the product ≤ u; ρ = ∞: ∞
         m_rho = np.expm1(r_hi * rho * (1.0 + 3.0 * u)) * (1.0 + 4.0 * u)
-        near = np.where(np.isinf(m_rho), np.inf, m_rho * g_int * (1.0 + 2.0 * u))
-    part = np.minimum(near, far) * _inv_zz_up(c, a) * (1.0 + 2.0 * u)
+        near = np.where(np.isinf(m_rho), np.inf, m_rho * g_int * (1.0 + 4.0 * u))
+    part = np.minimum(near, far) * _inv_zz_up(c, a) * (1.0 + 4.0 * u)
     if not np.all(np.isfinite(part)) or np.any(part < 0.0):
         raise AccountingError(f"contour Base: a row's error at c = {c}, R' in [{r_lo}, {r_hi}] is not finite")
     rows_part = math.fsum(part.ravel()) / math.pi * (1.0 + 4.0 * u)
@@ -256,13 +259,13 @@ def error_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -
 
 def contour_error(rates: Dict[float, float], log_alpha: np.ndarray) -> np.ndarray:
     """err(α) = min over c of α^{1−c}K_c (``rates`` {c: K_c}) at log α ≥ 0, rounded up: the exponent (1 − c)·log α
-    (1 − c exact, 1 rounding), :func:`_exp_up`, the product ≤ u (+ 2u)."""
+    (1 − c exact, 1 rounding), :func:`_exp_up`, two products (× (1 + 4u))."""
     la = np.asarray(log_alpha, dtype=np.float64)
     if np.any(la < 0.0):
         raise ValueError("contour_error: the bound is read at alpha >= 1 only (the other side by symmetry)")
     out = np.full(la.shape, np.inf)
     for c, k in rates.items():
-        out = np.minimum(out, k * _exp_up((1.0 - c) * la, 1) * (1.0 + 2.0 * u))
+        out = np.minimum(out, k * _exp_up((1.0 - c) * la, 1) * (1.0 + 4.0 * u))
     return out
 
 
@@ -301,9 +304,9 @@ class ContourBase:
         return {t.c: error_rate(self.data, t, r_lo, r_hi) for t in self.data.tables}
 
     def values(self, r_prev: float, R: float, log_alpha: np.ndarray) -> np.ndarray:
-        """H_α(N(√(I_β R))) + err_{[r_prev, R]}(α) at log α ≥ 0, rounded up (the sum ≤ u: × (1 + 2u))."""
+        """H_α(N(√(I_β R))) + err_{[r_prev, R]}(α) at log α ≥ 0, rounded up (the sum and the product: × (1 + 4u))."""
         la = np.asarray(log_alpha, dtype=np.float64)
-        out = (gaussian_limit_curve(self.data, R, la) + contour_error(self.rates(r_prev, R), la)) * (1.0 + 2.0 * u)
+        out = (gaussian_limit_curve(self.data, R, la) + contour_error(self.rates(r_prev, R), la)) * (1.0 + 4.0 * u)
         if not np.all(np.isfinite(out)):
             raise AccountingError(f"contour Base: values at R = {R} are not finite")
         return out
