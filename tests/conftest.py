@@ -83,8 +83,6 @@ FULL_ONLY_TESTS = frozenset({
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1]",
     # siblings: test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick (K_float ≥ K_Arb), the oracle
     "test_ball_contour.py::test_contour_table_is_above_the_arb_contour_table",
-    # sibling: test_contour_table_is_above_the_oracle_and_below_the_moments_table[0.2-5] (the same Base, coarse cells)
-    "test_ball_contour.py::test_published_table_at_beta_two_and_a_half_is_within_five_percent_of_one_coordinate",
 })
 
 

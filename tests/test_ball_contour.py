@@ -3,7 +3,8 @@ library"): the float64 K_c against the research tool's Arb K_c (``benchmarks/con
 within 1 %), the tail against an Arb sum of the same pieces at 200 bits, the shipped data against what ``export``
 writes, a corrupted file refused, the recursion of the Base states (C2), where the table uses the contour Base and
 where it falls back (and says so), and the tables' ε: above the independent oracle's rigorous lower bounds, below the
-U, V table's, and at β = 2.5, σ = 1 (full command) within 5 % of the one coordinate and above the Arb Base's ε."""
+U, V table's, and above the Arb contour Base's (the issue's setting: test_ball_table.py's
+test_default_table_above_beta_two_at_p_two_against_one_coordinate, slow)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from flint import arb, ctx
 
 from lower_bound_oracle import epsilon_lower
 from opacus_gg.accountants import ball_contour, ball_prv
-from opacus_gg.accountants.api import _compose_tight, _validate_errors, compute_epsilon
+from opacus_gg.accountants.api import _compose_tight, _validate_errors
 from opacus_gg.accountants.ball_contour import AccountingError, parse_contour_data
 from opacus_gg.accountants.ball_prv import ABOVE_TWO_SPEC, TableSpec, build_table
 from opacus_gg.accountants.gg_pair import GGPair
@@ -210,17 +211,6 @@ def test_contour_table_is_above_the_arb_contour_table():
     alpha = np.exp(np.linspace(0.0, 3.0, 13))
     assert np.all(lib.top.h_pq(alpha) >= ref.top.h_pq(alpha))
     assert _eps(lib, 0.2, 5, 1e-3) >= _eps(ref, 0.2, 5, 1e-3)
-
-
-def test_published_table_at_beta_two_and_a_half_is_within_five_percent_of_one_coordinate():
-    """The issue's setting (σ = 1, q = 0.01, T = 1000, δ = 1e-5, d = 2410, ABOVE_TWO_SPEC): the published ε with
-    ``ball_bound="table"`` is ≥ the Arb contour Base's 4.659597 (docs, C5; the float K_c ≥ the Arb one) and ≤ 1.05×
-    the one coordinate's PRV (d = 1); the report says the contour Base was used."""
-    setting = dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=2.5, clip_norm_p=2.0)
-    rep = compute_epsilon(**setting, dim=2410, ball_bound="table")
-    one = compute_epsilon(**setting, dim=1).epsilon
-    assert rep.method == "prv_table" and rep.details["ball_table_base"][0].startswith("contour Base (")
-    assert 4.659597 <= rep.epsilon <= 1.05 * one, (rep.epsilon, one)
 
 
 def test_gaussian_limit_curve_is_above_the_exact_shift_curve():
