@@ -21,8 +21,9 @@ from flint import arb, ctx
 from lower_bound_oracle import epsilon_lower
 from opacus_gg.accountants import ball_contour, ball_prv
 from opacus_gg.accountants.api import _compose_tight, _validate_errors
-from opacus_gg.accountants.ball_contour import AccountingError, parse_contour_data
+from opacus_gg.accountants.ball_contour import parse_contour_data
 from opacus_gg.accountants.ball_prv import ABOVE_TWO_SPEC, TableSpec, build_table
+from opacus_gg.accountants.checks import AccountingError
 from opacus_gg.accountants.gg_pair import GGPair
 from opacus_gg.accountants.history import PairSegment
 

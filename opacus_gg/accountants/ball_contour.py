@@ -40,7 +40,7 @@ import numpy as np
 from .checks import UNIT_ROUNDOFF, AccountingError
 from .gg_pair import GGPair
 
-__all__ = ["ContourRows", "ContourData", "load_contour_data", "contour_data", "contour_applies", "error_rate",
+__all__ = ["ContourRows", "ContourData", "parse_contour_data", "load_contour_data", "contour_data", "contour_applies", "error_rate",
            "tail_rate", "contour_error", "gaussian_limit_curve", "ContourBase", "MIN_CELLS"]
 
 u = UNIT_ROUNDOFF
