@@ -154,7 +154,8 @@ NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
 #: 4.6·10⁻⁵ per step beyond the grid at β = 3, σ = 1), and the Base adds the mean–variance bound (Lemma T3; no
 #: Gaussian above β = 2). Measured (β = 3 / 2.5, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5; docs/accounting.md "A
 #: PRV-level Base: the ceiling, measured"): 10.9113 / 4.8987 against the one coordinate's 10.6134 / 4.5461, 57.8k
-#: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713)
+#: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713); at β = 2.5 the contour Base
+#: (:mod:`.ball_contour`, "C5 in the library") gives 4.6596 (1.025×)
 ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.02, ratio_high=1.002, high_from=0.7, h=0.01, mass_split=4,
                            tail=1e-13, mean_variance=True)
 
