@@ -178,7 +178,8 @@ def ceiling_rows(beta: float, p: float, sigma: float, specs: Sequence[str], etas
         for eta in etas:
             for ae in abs_errs:
                 with ideal_base(beta, eta, ae, min_cells):
-                    tab = ball_prv.build_table(m, beta, p, SPECS[name])
+                    # the Base states by base_pair (patched above): the library's contour Base off (ball_contour)
+                    tab = ball_prv.build_table(m, beta, p, SPECS[name], contour_base=False)
                 for q, steps, dim in settings:
                     e = _eps(tab.pairs, q, steps, delta, tab.roundoff)
                     print(f"| {name} | {eta:g} | {ae:g} | {q:g} | {steps:g} | {fmt_up(e)} | {tab.states} |"

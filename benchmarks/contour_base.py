@@ -14,28 +14,31 @@ M(z) = E_Q X^z = Π_i φ(z; μ_i), and the Gaussian limit N(√(I_β R')) has M_
   by the sup of the above over R' ∈ [R_{i−1}, R_i] (:func:`error_rate`), those below by the previous state's values;
 * C5: err(α) = min_c α^{1−c}K_c over the rows' c (K_c = :func:`error_rate`), the Base values
   min(U, V, max(previous, H_α(N(√(I_β R_i))) + err)) at the table's grid points, both orientations alike (every
-  member's pair is symmetric, Lemma T4), then Lemma T3's hull and connect-the-dots (:func:`contour_base`).
+  member's pair is symmetric, Lemma T4), then Lemma T3's hull and connect-the-dots.
 
-Everything of err is an arb ball (python-flint, a dev dependency; the library does not import it), rounded up to
-float at the end. The rows are C3's files (``contour_remainder.py --out``; β = 2.5, c = 1.2, 2, 4 shipped in
-``benchmarks/data/c3_rows_c*.json``). Subcommands: ``curve`` (err against the
-Gaussian's H_α at a few masses and α), ``epsilon`` (the β = 2.5 table with the contour Base in the states of mass
-≥ n·a_0², its ε); :func:`shape_check` (err against explicit shapes) is the tests' check. Nothing here is wired into
-``opacus_gg/``; the disk cache is off (``base_ceiling``), so no table built here is stored or read.
+The library carries C5 (:mod:`opacus_gg.accountants.ball_contour`, docs "C5 in the library"): K_c in float64 from
+the data file this tool writes (``export``: C3's rows, Λ_c, C4's tail pieces and κ, I_β's ends, all from Arb), and
+the recursion in :func:`.ball_prv.base_states`. Here err is an arb ball (python-flint, a dev dependency; the library
+does not import it), rounded up to float at the end: :class:`ArbContourBase` is the library's contour Base with this
+K_c, handed to ``build_table(..., contour_base=...)``, the oracle of the float one. The rows are C3's files
+(``contour_remainder.py --out``; β = 2.5, c = 1.2, 2, 4 in ``benchmarks/data/c3_rows_c*.json``). Subcommands:
+``curve`` (err against the Gaussian's H_α at a few masses and α), ``epsilon`` (the β = 2.5 table with the Arb
+contour Base in the states of mass ≥ n·a_0², its ε), ``export`` (the library's data file); :func:`shape_check` (err
+against explicit shapes) is the tests' check. The disk cache is off (``base_ceiling``), so no table built here is
+stored or read.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
+import json
 import math
 import os
 import sys
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
-from unittest import mock
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from flint import arb
@@ -47,10 +50,9 @@ from contour_decay import DecayConstants, _up  # noqa: E402
 import contour_remainder  # noqa: E402
 from contour_remainder import fisher  # noqa: E402
 
-from opacus_gg.accountants import ball_prv  # noqa: E402
+from opacus_gg.accountants import ball_contour, ball_prv  # noqa: E402
+from opacus_gg.accountants.ball_contour import contour_error  # noqa: E402
 from opacus_gg.accountants.gg_pair import GGPair  # noqa: E402
-
-UNIT_ROUNDOFF = 2.0 ** -53
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,97 +137,30 @@ def _tail(decay: DecayConstants, R: float, Y: float) -> float:
     return contour_decay.tail_bound(decay, R, 0.0, Y)
 
 
-def gaussian_limit_curve(beta: float, R: float, log_alpha: np.ndarray) -> np.ndarray:
-    """H_α(N(√(I_β R))‖N(0)) at α = e^{log_alpha} ≥ 1, rounded up: the shift's ball's upper end inflated by 10⁻⁹
-    (as Lemma T3's Gaussian) and the curve by GGPair (Lemma R9)."""
-    s = _up((fisher(beta) * arb(R)).sqrt()) * (1.0 + 1e-9)
-    return GGPair(s, 2.0).h_pq(np.exp(log_alpha), log_alpha)
+class ArbContourBase(ball_contour.ContourBase):
+    r"""The library's contour Base (:class:`opacus_gg.accountants.ball_contour.ContourBase`: Lemma C2/C5's recursion
+    in :func:`.ball_prv.base_states`, the float Gaussian limit and err(α) = min_c α^{1−c}K_c) with K_c from
+    :func:`error_rate` (Arb, on C3's rows files) instead of the float one: the independent oracle of the float K_c,
+    handed to :func:`.ball_prv.build_table` as its ``contour_base``. The states of mass ≥ ``min_cells``·a_0² take
+    the contour values; :attr:`used` lists their masses."""
 
-
-def contour_error(rates: Dict[float, float], log_alpha: np.ndarray) -> np.ndarray:
-    """err(α) = min over c of α^{1−c}K_c (``rates`` {c: K_c}), rounded up (exp ≤ 2u, the product ≤ u)."""
-    la = np.asarray(log_alpha, dtype=np.float64)
-    if np.any(la < 0):
-        raise ValueError("contour_error: the bound is read at alpha >= 1 only (the other side by symmetry)")
-    out = np.full(la.shape, np.inf)
-    for c, k in rates.items():
-        out = np.minimum(out, k * np.exp((1.0 - c) * la) * (1.0 + 4.0 * UNIT_ROUNDOFF))
-    return out
-
-
-class ContourBase:
-    r"""The Base's upper values at the grid points for states R_1 < R_2 < … (C2, C5): state i reads
-    min(U, V, max(values of state i − 1, H_α(N(√(I_β R_i))) + err_{[R_{i−1}, R_i]}(α))) in both orientations
-    where R_i ≥ ``min_cells``·a_0², U and V (Lemma T3) alone below. The states must come in increasing R (as
-    :func:`.ball_prv.build_table` builds them); a state above the threshold without a previous one raises."""
-
-    def __init__(self, beta: float, rows: Sequence[Rows], min_cells: float) -> None:
-        self.beta, self.min_cells = beta, min_cells
+    def __init__(self, rows: Sequence[Rows], min_cells: float) -> None:
+        beta = rows[0].beta
+        data = ball_contour.contour_data(beta)
+        if data is None:
+            raise ValueError(f"no library data for beta {beta} (python3 benchmarks/contour_base.py export)")
+        super().__init__(dataclasses.replace(data, a0=min(r.a0 for r in rows)), min_cells)
         self.rows = {r.c: r for r in rows}
         self.decay = {r.c: contour_decay.decay_constants(beta, r.c, r.a0) for r in rows}
-        self.a0 = min(r.a0 for r in rows)
-        self.prev: Optional[Tuple[float, np.ndarray, np.ndarray]] = None
         self.used: List[float] = []  # the masses where the contour values were taken
 
     def rates(self, r_lo: float, r_hi: float) -> Dict[float, float]:
-        """{c: K_c} over R' ∈ [r_lo, r_hi] (:func:`error_rate`)."""
+        """{c: K_c} over R' ∈ [r_lo, r_hi] (:func:`error_rate`, Arb)."""
         return {c: error_rate(self.rows[c], self.decay[c], r_lo, r_hi) for c in self.rows}
 
-    def values(self, R: float, a0: float, moment_rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
-               g: "ball_prv._Grid", mean_variance: bool) -> Tuple[np.ndarray, np.ndarray]:
-        """(H_α(P‖Q) at t ≥ 0, H_{1/α}(Q‖P) at t < 0) bounds for the state of mass R (base_pair's two arrays)."""
-        if a0 > self.a0:
-            raise ValueError(f"the table's Base cell {a0} exceeds the rows' a0 {self.a0}")
-        if self.prev is not None and R <= self.prev[0]:
-            self.prev = None  # a new table: its states start again from the smallest mass
-        d_pos = ball_prv.moment_curve_bound(R, moment_rates, orders, t[g.pos])
-        h_neg = ball_prv.moment_curve_bound(R, moment_rates, orders, -t[~g.pos])
-        if mean_variance:
-            rate2 = float(moment_rates[list(orders).index(2)])
-            d_pos = np.minimum(d_pos, ball_prv.mean_variance_bound(R, rate2, t[g.pos]))
-            h_neg = np.minimum(h_neg, ball_prv.mean_variance_bound(R, rate2, -t[~g.pos]))
-        if R >= self.min_cells * a0 * a0:
-            if self.prev is None:
-                raise RuntimeError("contour Base: a state above the threshold without the state below it")
-            r_prev, p_pos, p_neg = self.prev
-            k = self.rates(r_prev, R)
-            c_pos = gaussian_limit_curve(self.beta, R, t[g.pos]) + contour_error(k, t[g.pos])
-            c_neg = gaussian_limit_curve(self.beta, R, -t[~g.pos]) + contour_error(k, -t[~g.pos])
-            # the sum rounded up (one addition, ≤ u relative)
-            c_pos, c_neg = c_pos * (1.0 + 2.0 * UNIT_ROUNDOFF), c_neg * (1.0 + 2.0 * UNIT_ROUNDOFF)
-            d_pos = np.minimum(d_pos, np.maximum(p_pos, c_pos))
-            h_neg = np.minimum(h_neg, np.maximum(p_neg, c_neg))
-            self.used.append(R)
-        d_pos, h_neg = np.clip(d_pos, 0.0, 1.0), np.clip(h_neg, 0.0, 1.0)
-        self.prev = (R, d_pos, h_neg)
-        return d_pos, h_neg
-
-
-@contextlib.contextmanager
-def contour_base(beta: float, rows: Sequence[Rows], min_cells: float) -> Iterator[ContourBase]:
-    r"""Inside the block :func:`.ball_prv.build_table` reads its Base from :class:`ContourBase` (U, V below
-    ``min_cells``·a_0², the contour values from there on), as Lemma T3's hull of those values realized by connect
-    the dots; the library is unchanged outside the block (``base_ceiling.ideal_base``'s pattern). β > 2 only (no
-    Gaussian of Lemma N to drop)."""
-    if not beta > 2.0:
-        raise ValueError("the contour Base is built for beta > 2")
-    base = ContourBase(beta, rows, min_cells)
-    seen = {}
-
-    def gauss_rate(a0: float, b: float, p: float) -> None:
-        if p != 2.0 or b != beta:
-            raise ValueError(f"contour Base: built for (beta, p) = ({beta}, 2), got ({b}, {p})")
-        seen["a0"] = a0
-        return None
-
-    def base_pair(R, rates, orders, t, grid=None, gauss_rate=None, mean_variance=False):
-        g = ball_prv._Grid(t) if grid is None else grid
-        d_pos, h_neg = base.values(R, seen["a0"], rates, orders, t, g, mean_variance)
-        return ball_prv._hull_pair(g, d_pos, g.e_neg * h_neg)
-
-    with mock.patch.object(ball_prv, "base_gaussian_rate", gauss_rate), \
-            mock.patch.object(ball_prv, "base_pair", base_pair):
-        yield base
+    def values(self, r_prev: float, R: float, log_alpha: np.ndarray) -> np.ndarray:
+        self.used.append(R)
+        return super().values(r_prev, R, log_alpha)
 
 
 def _row_files(paths: Sequence[str]) -> List[Rows]:
@@ -238,7 +173,7 @@ def _row_files(paths: Sequence[str]) -> List[Rows]:
 def curve_rows(rows: Sequence[Rows], masses: Sequence[float], ts: Sequence[float], step: float) -> None:
     """err over [R − step, R] against H_α of the Gaussian limit at R, per (R, log α)."""
     beta = rows[0].beta
-    base = ContourBase(beta, rows, 0.0)
+    base = ArbContourBase(rows, 0.0)
     print(f"beta {beta:g}, rows c = {sorted(base.rows)}, a in (0, {rows[0].a0:g}] (Lemma Z3 below "
           f"{rows[0].a_min:g}), Y = {rows[0].y_max:g}")
     print("| R | K_c per c | log alpha | H_alpha (limit) | err | err / H |")
@@ -246,7 +181,7 @@ def curve_rows(rows: Sequence[Rows], masses: Sequence[float], ts: Sequence[float
     for R in masses:
         k = base.rates(R - step, R)
         la = np.asarray(ts, dtype=float)
-        h = gaussian_limit_curve(beta, R, la)
+        h = ball_contour.gaussian_limit_curve(base.data, R, la)
         e = contour_error(k, la)
         for t, hh, ee in zip(ts, h, e):
             ks = ", ".join(f"{c:g}: {v:.3g}" for c, v in sorted(k.items()))
@@ -275,7 +210,7 @@ def shape_check(rows: Sequence[Rows], shapes: Dict[str, Sequence[Tuple[float, in
     (``r_hi`` None: the shape's mass R; else R must lie in the interval): ≥ 0 where the Base value holds for the
     shape (the shape's curve from a dominating pair, :func:`shape_pair`). Prints one line per shape."""
     beta = rows[0].beta
-    base = ContourBase(beta, rows, 0.0)
+    base = ArbContourBase(rows, 0.0)
     la = np.asarray(ts, dtype=float)
     worst = math.inf
     for name, parts in shapes.items():
@@ -284,7 +219,7 @@ def shape_check(rows: Sequence[Rows], shapes: Dict[str, Sequence[Tuple[float, in
         if not hi - step <= R <= hi:
             raise ValueError(f"{name}: mass {R} outside [{hi - step}, {hi}]")
         e = contour_error(base.rates(hi - step, hi), la) * scale
-        g = gaussian_limit_curve(beta, hi, la)
+        g = ball_contour.gaussian_limit_curve(base.data, hi, la)
         h = shape_pair(beta, parts).h_pq(np.exp(la))
         slack = g + e - h
         worst = min(worst, float(slack.min()))
@@ -299,12 +234,53 @@ def epsilon_rows(rows: Sequence[Rows], spec: str, min_cells: Sequence[float], q:
     ≥ n·a_0², its PRV ε (upper end, max over remove/add)."""
     beta = rows[0].beta
     for n in min_cells:
-        with contour_base(beta, rows, n) as base:
-            tab = ball_prv.build_table(1.0, beta, 2.0, base_ceiling.SPECS[spec])
+        base = ArbContourBase(rows, n)
+        tab = ball_prv.build_table(1.0, beta, 2.0, base_ceiling.SPECS[spec], contour_base=base)
         e = base_ceiling._eps(tab.pairs, q, steps, delta, tab.roundoff)
         print(f"| {spec} | {n:g} a_0^2 | {e:.6f} | {tab.states} | {tab.seconds:.0f} s | contour states"
               f" {len(base.used)} | C {tab.roundoff:.1e} |")
         sys.stdout.flush()
+
+
+#: where ``export`` writes the library's file for one β (read by :mod:`opacus_gg.accountants.ball_contour`)
+EXPORT_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "opacus_gg", "accountants", "data")
+#: the tail's geometric pieces, as :func:`contour_decay.tail_bound`'s defaults (ratio, y_end)
+TAIL_RATIO, TAIL_END = 1.1, 1e7
+
+
+def tail_pieces(decay: DecayConstants, Y: float) -> Tuple[List[float], List[float]]:
+    """(y_i, κ_i): the pieces [y_i, y_{i+1}] of [Y, y_end] of :func:`contour_decay.tail_bound` (the same floats: ratio
+    1.1 from Y, y_end last) and κ_i = :func:`contour_decay.kappa_lower` at each y_i (|M| ≤ e^{R'(Λ_c − κ_i)} for every
+    |y| ≥ y_i; at y_end beyond)."""
+    ys = [float(Y)]
+    while ys[-1] * TAIL_RATIO < TAIL_END:
+        ys.append(ys[-1] * TAIL_RATIO)
+    ys.append(float(TAIL_END))
+    return ys, [contour_decay.kappa_lower(decay, y, y_end=TAIL_END) for y in ys]
+
+
+def export_data(rows: Sequence[Rows], paths: Sequence[str]) -> dict:
+    """The library's data for one β (:mod:`opacus_gg.accountants.ball_contour`): I_β's ends, and per c the rows
+    (y_lo, y_hi, ρ, λ), Λ_c and the tail's pieces (y_i, κ_i), every number a float computed here in Arb (one source
+    of truth: the library reads, never recomputes them)."""
+    beta = rows[0].beta
+    i_b = fisher(beta)
+    out = {"format": 1, "beta": beta, "a0": min(r.a0 for r in rows), "a_min": max(r.a_min for r in rows),
+           "fisher_lower": contour_decay._down(i_b), "fisher_upper": _up(i_b), "sub_rows": SUB_ROWS,
+           "command": "python3 benchmarks/contour_base.py export --rows "
+                      + " ".join(os.path.relpath(p, os.path.join(os.path.dirname(__file__), os.pardir)) for p in paths),
+           "tables": []}
+    for r in sorted(rows, key=lambda x: x.c):
+        k = contour_decay.decay_constants(beta, r.c, r.a0)
+        ys, kap = tail_pieces(k, r.y_max)
+        out["tables"].append({"c": r.c, "a0": r.a0, "y_lo": list(r.y_lo), "y_hi": list(r.y_hi), "rho": list(r.rho),
+                              "lam": list(r.lam), "log_moment_rate": k.lam, "tail_y": ys, "tail_kappa": kap})
+    return out
+
+
+def export_path(beta: float) -> str:
+    """The shipped file of one β."""
+    return os.path.normpath(os.path.join(EXPORT_DIR, f"contour_beta{beta:g}.json"))
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -324,9 +300,21 @@ def main(argv: Optional[List[str]] = None) -> None:
             s.add_argument("--q", type=float, default=0.01)
             s.add_argument("--steps", type=int, default=1000)
             s.add_argument("--delta", type=float, default=1e-5)
+    ex = sub.add_parser("export", help="the library's data file of one beta from C3's rows and C4's constants")
+    ex.add_argument("--rows", nargs="+", required=True)
+    ex.add_argument("--out", default=None, help="default: opacus_gg/accountants/data/contour_beta<beta>.json")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    if args.cmd == "curve":
+    if args.cmd == "export":
+        rows = _row_files(args.rows)
+        data = export_data(rows, args.rows)
+        out = args.out or export_path(rows[0].beta)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        print(f"wrote {out}")
+    elif args.cmd == "curve":
         curve_rows(_row_files(args.rows), args.mass, args.t, args.step)
     else:
         print("| spec | contour Base from | eps (upper end) | states | build | contour states | C | |")

@@ -83,44 +83,16 @@ def test_rows_with_a_gap_or_a_bad_value_are_refused(tmp_path):
     assert r.y_max == 2.0 and r.rho == (0.01, 0.02) and r.c == 2.0
 
 
-def test_contour_base_is_confined_to_its_block_and_below_the_librarys_base():
-    originals = (ball_prv.base_gaussian_rate, ball_prv.base_pair)
-    lib = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
-    with cb.contour_base(2.5, _ROWS, 16.0) as base:
-        contour = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
-    with cb.contour_base(2.5, _ROWS, 1e9):  # no state qualifies: the library's table, bit for bit
-        none = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
-    assert (ball_prv.base_gaussian_rate, ball_prv.base_pair) == originals
-    again = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL)
+def test_arb_contour_base_through_the_librarys_switch_lowers_the_moments_table():
+    # the tool's Arb K_c handed to build_table: with no state above its threshold the U, V table bit for bit; from
+    # 16 a_0² on, curves below it (strictly somewhere); the library itself is unchanged by the tool
+    lib = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL, contour_base=False)
+    base = cb.ArbContourBase(_ROWS, 16.0)
+    contour = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL, contour_base=base)
+    none = ball_prv.build_table(1.0, 2.5, 2.0, _SMALL, contour_base=cb.ArbContourBase(_ROWS, 1e9))
     np.testing.assert_array_equal(none.top.omega, lib.top.omega)
-    np.testing.assert_array_equal(again.top.omega, lib.top.omega)
     a0 = float(ball_prv._lattice(1.0, _SMALL)[0])  # the table's Base cell (≤ 0.1m)
     assert base.used and min(base.used) >= 16 * a0 * a0
-    # the contour values only lower the Base (a min with U and V), so the table's curves: lower, strictly somewhere
     alpha = np.exp(np.linspace(0.0, 3.0, 13))
     h_lib, h_con = lib.top.h_pq(alpha), contour.top.h_pq(alpha)
     assert np.all(h_con <= h_lib * (1 + 1e-9)) and np.any(h_con < h_lib * (1 - 1e-3))
-
-
-def test_a_state_above_the_threshold_needs_the_state_below_it():
-    base = cb.ContourBase(2.5, _ROWS, 16.0)
-    t = np.linspace(-2.0, 2.0, 41)
-    g = ball_prv._Grid(t)
-    orders = (2, 3, 4)
-    rates = ball_prv.base_log_moment_rates(0.1, 2.5, 2.0, orders)
-
-    def u_v(R):
-        return np.minimum(ball_prv.moment_curve_bound(R, rates, orders, t[g.pos]),
-                          ball_prv.mean_variance_bound(R, float(rates[0]), t[g.pos]))
-
-    with pytest.raises(RuntimeError):
-        base.values(0.2, 0.1, rates, orders, t, g, True)
-    lo = base.values(0.15, 0.1, rates, orders, t, g, True)  # below 16 a_0²: U, V only
-    np.testing.assert_array_equal(lo[0], u_v(0.15))
-    prev = lo
-    for R in np.arange(0.16, 0.645, 0.01):
-        cur = base.values(float(R), 0.1, rates, orders, t, g, True)
-        # each state covers the one below (C2's max) and stays ≤ its own U, V
-        assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1]) and np.all(cur[0] <= u_v(R))
-        prev = cur
-    assert np.any(cur[0] < 0.9 * u_v(0.64))  # the contour values below U, V at mass 64 a_0²

@@ -33,7 +33,7 @@ import numpy as np
 from ..validation import (BALL_BOUNDS, shift_radius, validate_ball_bound, validate_delta, validate_delta_error,
                           validate_nonnegative, validate_positive)
 from .ball_count import COUNT_DIM_MAX, CountSpec, count_table, count_table_applies
-from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies
+from .ball_prv import TABLE_P_MAX, TableSpec, ball_table, default_spec, table_applies, table_base
 from .ball_rdp import (combine, gaussian_rdp_epsilon_below, rdp_ball_delta, rdp_ball_epsilon,
                        rdp_ball_epsilon_below)
 from . import low_orders
@@ -417,15 +417,26 @@ def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delt
     return by_dir
 
 
+def _ball_table_bases(segs: Sequence[Segment], spec: Optional[TableSpec]) -> list:
+    """Which Base each segment's ball table used and why (:func:`.ball_prv.table_base`: the contour Base where it
+    applies, else min(U, V)), for the segments :func:`_ball_table_segments` replaces by a ball table."""
+    return [table_base(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p,
+                       default_spec(s.clip_norm_p, s.beta) if spec is None else spec)[1]
+            for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)
+            and table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta)]
+
+
 def _with_ball_table(report: EpsilonReport, segs: Sequence[Segment], delta: float, eps_error: float,
                      delta_error: float) -> EpsilonReport:
-    """The report with the ball table's ε published where it is below the Rényi bound (both proven)."""
+    """The report with the ball table's ε published where it is below the Rényi bound (both proven); its details
+    say which Base each table used (``ball_table_base``)."""
     by_dir = _table_or_none(segs, delta, eps_error, delta_error)
     if by_dir is None:
         return report
     eps = max(by_dir.values())
     return _publish_if_smaller(report, eps, "prv_table",
-                               {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir})
+                               {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir,
+                                "ball_table_base": _ball_table_bases(segs, TABLE_SPEC)})
 
 
 def _dims(segs: Sequence[Segment]):

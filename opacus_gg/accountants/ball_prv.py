@@ -15,7 +15,9 @@ divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j�
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
 and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N, and where the spec asks the
-mean–variance bound (Lemma T3). The computed pairs
+mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.5) and a_0 ≤ the data's, from mass a_0² on
+also the contour Base of :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error;
+:func:`base_states`, :func:`table_base`). The computed pairs
 carry the connect-the-dots round-off: each state records C with
 δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
 symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
@@ -38,12 +40,13 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..validation import validate_beta, validate_positive
 from . import table_cache
+from .ball_contour import ContourBase, contour_applies, contour_data
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
 from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
 from .discrete import DiscretePair, count_below, first_above, read_roundoff, tie_mismatch
@@ -51,7 +54,8 @@ from .discretization import ctd_pmf
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .gg_pair import GGPair, _safe_log
 
-__all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "moment_curve_bound",
+__all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_values", "base_states",
+           "table_base", "moment_curve_bound",
            "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
            "default_spec", "NEAR_TWO_SPEC", "ABOVE_TWO_SPEC", "mean_variance_bound"]
 
@@ -150,7 +154,8 @@ NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
 #: 4.6·10⁻⁵ per step beyond the grid at β = 3, σ = 1), and the Base adds the mean–variance bound (Lemma T3; no
 #: Gaussian above β = 2). Measured (β = 3 / 2.5, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5; docs/accounting.md "A
 #: PRV-level Base: the ceiling, measured"): 10.9113 / 4.8987 against the one coordinate's 10.6134 / 4.5461, 57.8k
-#: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713)
+#: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713); at β = 2.5 the contour Base
+#: (:mod:`.ball_contour`, "C5 in the library") gives 4.6596 (1.025×)
 ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.02, ratio_high=1.002, high_from=0.7, h=0.01, mass_split=4,
                            tail=1e-13, mean_variance=True)
 
@@ -344,15 +349,13 @@ def mean_variance_bound(R: float, rate2: float, log_alpha: np.ndarray) -> np.nda
     return np.minimum(out * (1.0 + 16.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL, 1.0)
 
 
-def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
-              grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None,
-              mean_variance: bool = False) -> Tuple[DiscretePair, float]:
-    r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): with log-moments
-    ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}) (from (x − α)_+ ≤
-    x^j(j−1)^{j−1}/(j^j α^{j−1})), and r(α) = αH_{1/α}(Q‖P) ≤ αU(1/α); with ``gauss_rate`` s
-    (:func:`base_gaussian_rate`) also H_α ≤ H_α(N(s√R)‖N(0)) (Lemma N; both pairs symmetric, so r likewise). The
-    lower convex hull of the smaller values (and (0, 1)) is ≥ every member's convex curve and is realized by
-    connect the dots."""
+def base_values(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray, grid: Optional[_Grid] = None,
+                gauss_rate: Optional[float] = None, mean_variance: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    r"""(H_α(P‖Q) upper values at t ≥ 0, H_{1/α}(Q‖P) upper values at t < 0) of every shift with coordinates ≤ a_0
+    and p-mass ≤ R (Lemma T3): with log-moments ≤ R·Λ_j in both directions, H_α ≤ U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/
+    (j^j α^{j−1}) (from (x − α)_+ ≤ x^j(j−1)^{j−1}/(j^j α^{j−1})), ``mean_variance``: also V (:func:`mean_variance_bound`);
+    with ``gauss_rate`` s (:func:`base_gaussian_rate`) also H_α ≤ H_α(N(s√R)‖N(0)) (Lemma N; both pairs symmetric,
+    so the t < 0 side likewise)."""
     if not R > 0:
         raise ValueError(f"base_pair: the p-mass R must be > 0, got {R}")
     g = _Grid(t) if grid is None else grid
@@ -367,7 +370,42 @@ def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
         gauss = GGPair(gauss_rate * math.sqrt(R) * (1.0 + 1e-9), 2.0)
         d_pos = np.minimum(d_pos, gauss.h_pq(g.a_pos))
         h_neg = np.minimum(h_neg, gauss.h_qp(g.a_inv))
+    return d_pos, h_neg
+
+
+def base_pair(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray,
+              grid: Optional[_Grid] = None, gauss_rate: Optional[float] = None,
+              mean_variance: bool = False) -> Tuple[DiscretePair, float]:
+    r"""(pair, c) dominating every shift with coordinates ≤ a_0 and p-mass ≤ R (Lemma T3): the lower convex hull of
+    :func:`base_values` (r(α) = αH_{1/α}(Q‖P) at t < 0) and (0, 1) is ≥ every member's convex curve and is realized
+    by connect the dots."""
+    g = _Grid(t) if grid is None else grid
+    d_pos, h_neg = base_values(R, rates, orders, t, g, gauss_rate, mean_variance)
     return _hull_pair(g, d_pos, g.e_neg * h_neg)
+
+
+def base_states(d_r: float, n_r: int, rates: np.ndarray, t: np.ndarray, grid: _Grid, spec: TableSpec,
+                gauss_rate: Optional[float], contour: Optional[ContourBase], base_cell: float) -> List:
+    r"""[None, (pair, c) of E(R_1, a_0), …, of E(R_N, a_0)], R_i = i·ΔR: :func:`base_pair` each, or with ``contour``
+    (:class:`.ball_contour.ContourBase`) Lemma C2/C5's recursion in increasing i: where the state takes the contour
+    values, min(U, V, max(values of state i − 1, contour values over [R_{i−1}, R_i])) in both orientations (every
+    member's pair is symmetric), clipped to [0, 1] (H_α ≤ 1), then Lemma T3's hull by connect the dots."""
+    if contour is None:
+        return [None] + [base_pair(i * d_r, rates, spec.orders, t, grid, gauss_rate, spec.mean_variance)
+                         for i in range(1, n_r + 1)]
+    out: List = [None]
+    below: Optional[Tuple[float, np.ndarray, np.ndarray]] = None  # (R, d_pos, h_neg) of the state below
+    for i in range(1, n_r + 1):
+        R = i * d_r
+        d_pos, h_neg = base_values(R, rates, spec.orders, t, grid, gauss_rate, spec.mean_variance)
+        if contour.applies(None if below is None else below[0], R, base_cell):
+            vals = contour.values(below[0], R, np.abs(t))  # H_α at α = e^{|t|}: t ≥ 0 and t < 0 alike
+            d_pos = np.minimum(d_pos, np.maximum(below[1], vals[grid.pos]))
+            h_neg = np.minimum(h_neg, np.maximum(below[2], vals[~grid.pos]))
+        d_pos, h_neg = np.clip(d_pos, 0.0, 1.0), np.clip(h_neg, 0.0, 1.0)
+        below = (R, d_pos, h_neg)
+        out.append(_hull_pair(grid, d_pos, grid.e_neg * h_neg))
+    return out
 
 
 @dataclass
@@ -383,6 +421,7 @@ class BallTable:
     spec: TableSpec
     states: int
     seconds: float
+    base: str = ""  # which Base the table used and why (:func:`table_base`)
 
     @property
     def pairs(self) -> Tuple:
@@ -400,10 +439,33 @@ def _lattice(m: float, spec: TableSpec) -> np.ndarray:
     return np.array(lat[::-1])
 
 
-def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
+def table_base(m: float, beta: float, p: float, spec: TableSpec,
+               contour_base: Union[bool, ContourBase] = True) -> Tuple[Optional[ContourBase], str]:
+    """(the contour Base or None, which Base the table of (m, β, p, spec) uses and why): with ``contour_base`` True
+    the contour Base (:mod:`.ball_contour`) where :func:`.ball_contour.contour_applies` (β with shipped data, p = 2,
+    the Base cell lat[0] ≤ the data's a_0), else Lemma T3's min(U, V) (and Lemma N's Gaussian at β ≤ 2); False:
+    never; a :class:`.ball_contour.ContourBase`: that one (its a0 must cover lat[0], p = 2, β > 2)."""
+    if contour_base is False:
+        return None, "contour Base off (build_table(contour_base=False)); Base min(U, V)"
+    if not beta > 2.0:
+        return None, "Base min(U, V) and Lemma N's Gaussian (beta <= 2: no contour Base)"
+    a0 = float(_lattice(m, spec)[0])
+    if contour_base is True:
+        ok, why = contour_applies(beta, p, a0)
+        return (ContourBase(contour_data(float(beta))) if ok else None), why
+    if not (p == 2.0 and a0 <= contour_base.a0 and contour_base.data.beta == beta):
+        raise ValueError(f"build_table: the given contour Base holds for beta = {contour_base.data.beta}, p = 2, "
+                         f"a_0 <= {contour_base.a0}; the table has beta = {beta}, p = {p}, a_0 = {a0}")
+    return contour_base, f"contour Base given ({type(contour_base).__name__})"
+
+
+def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None,
+                contour_base: Union[bool, ContourBase] = True) -> BallTable:
     r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
     previous column at the same mass and its own column at a smaller mass, so two columns are kept); ``spec``
-    None: :func:`default_spec` of (p, β)."""
+    None: :func:`default_spec` of (p, β); the Base states by :func:`base_states`, with the contour Base where
+    :func:`table_base` says it applies (``contour_base=False``: never; a :class:`.ball_contour.ContourBase`: that
+    one, e.g. the research tool's Arb K_c)."""
     t0 = time.perf_counter()
     m = validate_positive(m, "m (= 1/noise_multiplier)")
     beta = validate_beta(beta)
@@ -423,8 +485,8 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
     g_rate = base_gaussian_rate(float(lat[0]), beta, p)
     grid = _Grid(t)
-    prev: List = [None] + [base_pair(i * d_r, rates, spec.orders, t, grid, g_rate, spec.mean_variance)
-                           for i in range(1, n_r + 1)]  # (pair, C)
+    contour, base_note = table_base(m, beta, p, spec, contour_base)
+    prev: List = base_states(d_r, n_r, rates, t, grid, spec, g_rate, contour, float(lat[0]))  # (pair, C)
     states = n_r
     for jj in range(1, lat.size):
         gg = envelope_pair([GGPair(float(lat[jj]), beta)], t, grid)
@@ -451,7 +513,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     top, roundoff = prev[n_r]
     if not roundoff < 1e-3:
         raise AccountingError(f"ball table: the connect-the-dots round-off is not small (C = {roundoff:.3g})")
-    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0)
+    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0, base_note)
 
 
 @functools.lru_cache(maxsize=16)
@@ -462,4 +524,5 @@ def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None
     spec = default_spec(p, beta) if spec is None else spec
     return table_cache.load_or_build(
         table_cache.table_key(m, beta, p, spec), lambda: build_table(m, beta, p, spec),
-        lambda top, roundoff, states, seconds: BallTable(top, roundoff, m, beta, p, spec, states, seconds))
+        lambda top, roundoff, states, seconds: BallTable(top, roundoff, m, beta, p, spec, states, seconds,
+                                                         table_base(m, beta, p, spec)[1]))

@@ -7,8 +7,8 @@ Where: ``$OPACUS_GG_CACHE/ball_tables`` if the variable is set (``OPACUS_GG_CACH
 (≈ 30–60 kB), written atomically, read without pickle.
 
 What makes a read sound: the file's name is the SHA-256 of the key (m, β, p as exact float hex, the spec's
-fields, a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants`,
-:mod:`opacus_gg.distribution`, :mod:`opacus_gg.validation`, and the numpy and scipy versions and the machine's
+fields, a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants` and its
+data files, :mod:`opacus_gg.distribution`, :mod:`opacus_gg.validation`, and the numpy and scipy versions and the machine's
 long double), and the key is stored in the file and compared on read; so a changed parameter, spec, library or
 environment (a cache directory shared by several) never reads another table. The pair read back passes
 :class:`.discrete.DiscretePair`'s own checks (finite, non-negative, mass within its budget) like a built one. A
@@ -61,9 +61,11 @@ def cache_dir() -> Optional[Path]:
 
 @functools.lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 of the source of every module that determines a table's numbers (module docstring)."""
+    """SHA-256 of the source of every module that determines a table's numbers and of the data files they read
+    (``accountants/data/*.json``: the contour Base's, :mod:`.ball_contour`) (module docstring)."""
     pkg = Path(__file__).resolve().parents[1]
-    files = sorted((pkg / "accountants").rglob("*.py")) + [pkg / "distribution.py", pkg / "validation.py"]
+    files = (sorted((pkg / "accountants").rglob("*.py")) + sorted((pkg / "accountants" / "data").glob("*.json"))
+             + [pkg / "distribution.py", pkg / "validation.py"])
     if not all(f.is_file() for f in files) or len(files) < 3:  # an install without its sources: no key, no cache
         return ""
     h = hashlib.sha256()

@@ -1,0 +1,224 @@
+"""The contour Base in the library (:mod:`opacus_gg.accountants.ball_contour`, docs/accounting.md "C5 in the
+library"): the float64 K_c against the research tool's Arb K_c (``benchmarks/contour_base.error_rate``: above it, and
+within 1 %), the tail against an Arb sum of the same pieces at 200 bits, the shipped data against what ``export``
+writes, a corrupted file refused, the recursion of the Base states (C2), where the table uses the contour Base and
+where it falls back (and says so), and the tables' ε: above the independent oracle's rigorous lower bounds, below the
+U, V table's, and above the Arb contour Base's (the issue's setting: test_ball_table.py's
+test_default_table_above_beta_two_at_p_two_against_one_coordinate, slow)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import math
+
+import numpy as np
+import pytest
+from flint import arb, ctx
+
+from lower_bound_oracle import epsilon_lower
+from opacus_gg.accountants import ball_contour, ball_prv
+from opacus_gg.accountants.api import _compose_tight, _validate_errors
+from opacus_gg.accountants.ball_contour import parse_contour_data
+from opacus_gg.accountants.ball_prv import ABOVE_TWO_SPEC, TableSpec, build_table
+from opacus_gg.accountants.checks import AccountingError
+from opacus_gg.accountants.gg_pair import GGPair
+from opacus_gg.accountants.history import PairSegment
+
+from benchmark_modules import BENCHMARKS, load_benchmark
+
+cb = load_benchmark("contour_base")
+DATA = ball_contour.load_contour_data(2.5)
+ROW_FILES = [str(BENCHMARKS / "data" / f"c3_rows_c{c}.json") for c in ("1.2", "2", "4")]
+#: the Base-state width of ABOVE_TWO_SPEC at σ = 1 (ΔR < a_0²/4, a_0 = lat[0]) and of a coarse spec (a_0²)
+_DR = float(ball_prv._lattice(1.0, ABOVE_TWO_SPEC)[0]) ** 2 / 4.0
+#: ~30 intervals in (0, 1.2]: consecutive states of the default table (low, mid and top mass), wider ones, one wide
+INTERVALS = ([(k * _DR, (k + 1) * _DR) for k in (1, 3, 4, 10, 40, 100, 200, 300, 410)]
+             + [(r - 0.01, r) for r in (0.02, 0.05, 0.16, 0.3, 0.5, 0.64, 0.8, 1.0, 1.2)]
+             + [(r, r) for r in (0.0025, 0.01, 0.25, 1.0)]
+             + [(0.0025, 0.005), (0.01, 0.04), (0.1, 0.2), (0.3, 0.6), (0.6, 1.2), (1e-3, 1.2), (0.9, 1.1)])
+#: a small table with the contour Base at σ = 2 (a_0 = 0.1m ≤ the data's 0.1; coarse cells, V on; ~5 s)
+SMALL = TableSpec(a0=0.1, ratio_low=1.5, ratio_high=1.5, high_from=0.7, h=0.05, half_width=8.0, mass_split=1,
+                  mean_variance=True)
+
+
+#: C3's rows per c, as the tool reads them
+ROWS = {r.c: r for r in cb._row_files(ROW_FILES)}
+
+
+@functools.lru_cache(maxsize=None)
+def _decay(c: float):
+    """C4's constants at c (Arb, a few seconds each)."""
+    return cb.contour_decay.decay_constants(2.5, c, ROWS[c].a0)
+
+
+def _table(c: float) -> ball_contour.ContourRows:
+    return next(t for t in DATA.tables if t.c == c)
+
+
+def _check_rates(cs, intervals) -> None:
+    for c in cs:
+        for lo, hi in intervals:
+            ref = cb.error_rate(ROWS[c], _decay(c), lo, hi)
+            ours = ball_contour.error_rate(DATA, _table(c), lo, hi)
+            assert ref <= ours <= 1.01 * ref, (c, lo, hi, ours, ref)
+
+
+def test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick():
+    _check_rates((2.0,), [(_DR, 2 * _DR), (0.16 - _DR, 0.16), (0.9975, 1.0), (0.01, 1.2)])
+
+
+def test_float_error_rate_is_above_the_arb_one_and_within_one_percent():
+    _check_rates((1.2, 2.0, 4.0), INTERVALS)
+
+
+def _arb_tail(t: ball_contour.ContourRows, R: float) -> arb:
+    """C4's tail sum on the file's pieces, in Arb (no code shared with :func:`ball_contour.tail_rate`)."""
+    y, r, lam = [arb(float(v)) for v in t.tail_y], arb(R), arb(t.log_moment_rate)
+    total = (r * (lam - arb(float(t.tail_kappa[-1])))).exp() / y[-1]
+    for i in range(len(y) - 1):
+        total += (r * (lam - arb(float(t.tail_kappa[i])))).exp() * (1 / y[i] - 1 / y[i + 1])
+    return total / arb.pi()
+
+
+@pytest.mark.parametrize("c", [1.2, 2.0, 4.0])
+def test_float_tail_is_above_the_arb_tail_and_tight(c):
+    old = ctx.prec
+    ctx.prec = 200
+    try:
+        for R in (1e-4, _DR, 0.01, 0.16, 0.5, 1.0, 1.2):
+            ref = _arb_tail(_table(c), R)
+            ours = ball_contour.tail_rate(_table(c), R)
+            assert ref.upper() <= arb(ours) and ours <= float(ref.upper()) * (1 + 1e-12), (c, R, ours, ref)
+    finally:
+        ctx.prec = old
+
+
+def test_shipped_data_is_what_export_writes_quick():
+    # the rows, Λ_c, I_β's ends and a few κ of C4 recomputed (the full export: the slow sibling)
+    for c in (1.2, 2.0, 4.0):
+        t, r = _table(c), ROWS[c]
+        assert all(np.array_equal(getattr(t, k), getattr(r, k)) for k in ("y_lo", "y_hi", "rho", "lam"))
+        assert t.log_moment_rate == cb.contour_decay.log_moment_rate(c, 2.5, r.a0)
+    t = _table(2.0)
+    for i in (0, 1, 50, len(t.tail_y) - 1):
+        assert t.tail_kappa[i] == cb.contour_decay.kappa_lower(_decay(2.0), float(t.tail_y[i]), y_end=cb.TAIL_END)
+    i_b = cb.fisher(2.5)
+    assert DATA.fisher_lower == cb.contour_decay._down(i_b) and DATA.fisher_upper == cb._up(i_b)
+
+
+def test_shipped_data_is_what_export_writes():
+    with open(cb.export_path(2.5)) as fh:
+        shipped = json.load(fh)
+    assert cb.export_data(cb._row_files(ROW_FILES), ROW_FILES) == shipped
+
+
+def _raw() -> dict:
+    with open(cb.export_path(2.5)) as fh:
+        return json.load(fh)
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda d: d["tables"][0]["rho"].__setitem__(3, float("nan")),  # a NaN
+    lambda d: d["tables"][1]["y_lo"].__setitem__(5, d["tables"][1]["y_lo"][5] + 0.01),  # a gap
+    lambda d: d["tables"][0]["rho"].__setitem__(0, -1e-3),  # a negative ρ
+    lambda d: d["tables"][2]["lam"].__setitem__(2, float("inf")),  # an infinite λ
+    lambda d: d["tables"][0]["tail_kappa"].pop(),  # a κ missing
+    lambda d: d["tables"][0]["tail_y"].__setitem__(0, 30.0),  # the tail does not start at Y
+    lambda d: d["tables"][0].pop("log_moment_rate"),  # a field missing
+    lambda d: d.__setitem__("fisher_lower", d["fisher_upper"] * 1.1),  # I_β's ends swapped
+    lambda d: d["tables"][1].__setitem__("a0", 0.2),  # a table for another a_0
+])
+def test_a_corrupted_data_file_is_refused(corrupt):
+    data = _raw()
+    parse_contour_data(copy.deepcopy(data), "shipped")  # the shipped file passes
+    corrupt(data)
+    with pytest.raises(AccountingError, match="contour Base data"):
+        parse_contour_data(data, "corrupted")
+
+
+def test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only():
+    ok, why = ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC)
+    assert isinstance(ok, ball_contour.ContourBase) and why.startswith("contour Base (beta = 2.5")
+    # σ < 1/2: the Base cell 0.1m/2 exceeds the data's a_0 = 0.1; β without a file; p < 2; β ≤ 2; off
+    for args, reason in (((1 / 0.4, 2.5, 2.0), "exceeds the data's a_0"), ((1.0, 3.0, 2.0), "no data shipped"),
+                         ((1.0, 2.5, 1.5), "clip_norm_p = 1.5"), ((1.0, 1.5, 2.0), "beta <= 2")):
+        none, why = ball_prv.table_base(*args, ABOVE_TWO_SPEC)
+        assert none is None and reason in why, why
+    assert ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC, contour_base=False)[0] is None
+    assert ball_contour.load_contour_data(3.0) is None
+
+
+def test_fallback_table_is_the_moments_table_bit_for_bit():
+    # where the contour Base does not apply (σ = 1 with the Base cell 0.3m > the data's 0.1) the U, V table
+    spec = dataclasses.replace(SMALL, a0=0.3)
+    tab, off = (build_table(1.0, 2.5, 2.0, spec, contour_base=b) for b in (True, False))
+    assert "not used" in tab.base and "exceeds" in tab.base
+    np.testing.assert_array_equal(tab.top.omega, off.top.omega)
+
+
+def test_base_states_take_the_contour_values_above_the_threshold_and_cover_the_state_below():
+    t = ball_prv.loss_grid(0.5, SMALL, 2.5)
+    grid = ball_prv._Grid(t)
+    orders = SMALL.orders
+    a0 = 0.05
+    rates = ball_prv.base_log_moment_rates(a0, 2.5, 2.0, orders)
+    d_r, n = a0 * a0 / 4.0, 40
+    base = ball_contour.ContourBase(DATA)
+    states = ball_prv.base_states(d_r, n, rates, t, grid, SMALL, None, base, a0)
+    plain = ball_prv.base_states(d_r, n, rates, t, grid, SMALL, None, None, a0)
+    alpha = np.exp(np.linspace(0.0, 3.0, 13))
+    prev = None
+    for i in range(1, n + 1):
+        h, h_uv = states[i][0].h_pq(alpha), plain[i][0].h_pq(alpha)
+        if i * d_r < a0 * a0:  # below the threshold: U, V alone, bit for bit
+            np.testing.assert_array_equal(states[i][0].omega, plain[i][0].omega)
+        else:
+            assert np.all(h <= h_uv * (1 + 1e-12))  # a min with U, V
+            assert np.all(h >= prev * (1 - 1e-9))  # C2: covers every member of the states below
+        prev = h
+    assert np.any(h < 0.9 * h_uv)  # the contour values are below U, V at mass 10 a_0²
+    with pytest.raises(ValueError, match="exceeds"):
+        base.applies(0.01, 0.02, 0.2)
+
+
+def _eps(tab, q, steps, delta):
+    eps_error, delta_error = _validate_errors(delta, 0.01, None)
+    seg = PairSegment(tab.pairs, q, steps, tab.roundoff)
+    return max(_compose_tight([seg], delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add"))
+
+
+@pytest.mark.parametrize("q,steps", [(1.0, 1), (0.2, 5)])
+def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps):
+    """β = 2.5, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's rigorous
+    lower bounds for one, two, eight and 32 equal coordinates (δ = 10⁻³), and ≤ the U, V table's ε."""
+    beta, sigma, delta = 2.5, 2.0, 1e-3
+    tab = build_table(1.0 / sigma, beta, 2.0, SMALL)
+    assert tab.base.startswith("contour Base (")
+    eps = _eps(tab, q, steps, delta)
+    lows = {k: epsilon_lower([(sigma, q, steps, beta)], delta, shift=(k ** -0.5,) * k) for k in (1, 2, 8, 32)}
+    assert all(0 < low <= eps for low in lows.values()), (lows, eps)
+    assert eps <= _eps(build_table(1.0 / sigma, beta, 2.0, SMALL, contour_base=False), q, steps, delta)
+
+
+def test_contour_table_is_above_the_arb_contour_table():
+    # the same recursion with the tool's Arb K_c (K_float ≥ K_Arb, so every value and the ε are ≥)
+    lib = build_table(0.5, 2.5, 2.0, SMALL)
+    arb_base = cb.ArbContourBase(cb._row_files(ROW_FILES), ball_contour.MIN_CELLS)
+    ref = build_table(0.5, 2.5, 2.0, SMALL, contour_base=arb_base)
+    assert arb_base.used
+    alpha = np.exp(np.linspace(0.0, 3.0, 13))
+    assert np.all(lib.top.h_pq(alpha) >= ref.top.h_pq(alpha))
+    assert _eps(lib, 0.2, 5, 1e-3) >= _eps(ref, 0.2, 5, 1e-3)
+
+
+def test_gaussian_limit_curve_is_above_the_exact_shift_curve():
+    # the float shift √(I_β R) ≥ the Arb ball's upper end, so the curve is ≥ GGPair's at that (exact-up) shift
+    for R in (1e-3, 0.16, 1.0):
+        s_up = cb._up((cb.fisher(2.5) * arb(R)).sqrt())
+        la = np.linspace(0.0, 4.0, 9)
+        ours = ball_contour.gaussian_limit_curve(DATA, R, la)
+        assert np.all(ours >= GGPair(s_up, 2.0).h_pq(np.exp(la), la))
+        assert math.sqrt(DATA.fisher_upper * R) * (1 + 4 * 2.0 ** -53) >= s_up
