@@ -284,7 +284,7 @@ def _subinterval_bounds_oracle(xl, xr, prm, beta, signed=None):
     """renyi._subinterval_bounds as written before issue 33's item 11 (commit 2debcb7): every node of every row at
     once, the nodes from gauss_legendre_nodes (``signed``, the caller's j ≥ 1 on every row, not read: abs taken)."""
     from opacus_gg.accountants import renyi as ry
-    a, x_star, g_star, slack, j = prm
+    a, x_star, g_star, slack, j = prm[:5]  # (the rows after these: 1 − j, |j|, |1 − j|, |g*|, computed below)
     c_a, c_0 = j, 1.0 - j
     n_a, n_0 = c_a[:, None], c_0[:, None]
 

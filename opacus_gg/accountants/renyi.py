@@ -166,9 +166,14 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         return out
     xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
-    params = np.zeros((5, n))
-    params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
-                                        for i, (x_star, g_star, slack, _) in setups.items()]).T
+    params = np.zeros((9, n))
+    params[:5, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
+                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
+    # per shift, once: 1 − j, |j|, |1 − j|, |g*| (the floats each subinterval's row computed from its own copy)
+    np.subtract(1.0, params[4], out=params[5])
+    np.abs(params[4], out=params[6])
+    np.abs(params[5], out=params[7])
+    np.abs(params[2], out=params[8])
     # every order ≥ 1 (the ball's duals): every call's rows take the path without abs (read once per batch)
     signed = True if min(jl[i] for i in setups) >= 1.0 else None
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
@@ -338,12 +343,11 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
 
 def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float,
                         signed: Optional[bool] = None):
-    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j per
-    subinterval): upper = min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and
-    a), lower = GL − error bound (only a refinement target). ``signed``: True where the caller knows every row's
-    j ≥ 1 (else read from the rows)."""
-    a, x_star, g_star, slack, j = prm
-    c_a, c_0 = j, 1.0 - j
+    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j, 1 − j, |j|,
+    |1 − j|, |g*| per subinterval, the last four computed once per shift by :func:`log_moments_upper`): upper =
+    min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and a), lower = GL − error bound
+    (only a refinement target). ``signed``: True where the caller knows every row's j ≥ 1 (else read from the rows)."""
+    a, x_star, g_star, slack, c_a, c_0, abs_a, abs_0, abs_g = prm
 
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
@@ -365,7 +369,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
     scale = 1.0 + 1.0 / beta
-    abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
     # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
     if signed is None:
         signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
