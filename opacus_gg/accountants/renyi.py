@@ -245,22 +245,22 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             ow, up, gap = OW[:size], UP[:size], GP[:size]
             tot = np.bincount(ow, up, minlength=n + 1)
             share = eps * tot
-            # cnt > 0: an owner settled earlier (count 0) is never loose, as its empty sums were not
-            loose = ((np.bincount(ow, gap, minlength=n + 1) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS) \
-                & (cnt > 0)
+            at_inf, live = tot == np.inf, cnt > 0  # (each read twice below)
+            # live (cnt > 0): an owner settled earlier (count 0) is never loose, as its empty sums were not
+            loose = ((np.bincount(ow, gap, minlength=n + 1) > share) | at_inf) & (cnt < _MAX_INTERVALS) & live
             # per owner, then read per subinterval: the same operations on the same operands; the threshold NaN
             # where the owner is not loose (a comparison with NaN is false), so one gather gives loose & (gap > it),
             # and the (rare) infinite bounds read loose themselves: only a loose owner's sum is +∞ then (a sum with
             # a NaN is NaN, never loose), so they are looked for only where one is
             split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[ow]
-            if (loose & (tot == np.inf)).any():
+            if (loose & at_inf).any():
                 at_inf = np.flatnonzero(up == np.inf)
                 split[at_inf] = loose[ow[at_inf]]
             split = np.flatnonzero(split)  # as indices, in their order
             halved = ow[split]
             n_split = np.bincount(halved, minlength=n + 1)
             busy = n_split > 0
-            done = ~busy & (cnt > 0)
+            done = ~busy & live
             np.copyto(out_tot, tot[:n], where=done[:n])
             np.copyto(out_cnt, cnt[:n], where=done[:n])
             if not halved.size:
