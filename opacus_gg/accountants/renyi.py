@@ -166,14 +166,10 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         return out
     xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
-    params = np.zeros((9, n))
-    params[:5, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
-                                         for i, (x_star, g_star, slack, _) in setups.items()]).T
-    # per shift, once: 1 − j, |j|, |1 − j|, |g*| (the floats each subinterval's row computed from its own copy)
-    np.subtract(1.0, params[4], out=params[5])
-    np.abs(params[4], out=params[6])
-    np.abs(params[5], out=params[7])
-    np.abs(params[2], out=params[8])
+    base = np.zeros((5, n))
+    base[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
+                                      for i, (x_star, g_star, slack, _) in setups.items()]).T
+    params = _row_parameters(base)
     # every order ≥ 1 (the ball's duals): every call's rows take the path without abs (read once per batch)
     signed = True if min(jl[i] for i in setups) >= 1.0 else None
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
@@ -191,6 +187,19 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     for i in todo:
         _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
     return out
+
+
+def _row_parameters(base: np.ndarray) -> np.ndarray:
+    """The rows a, x*, g*, slack, j of ``base`` (one column per shift) and, computed once per shift, 1 − j, |j|,
+    |1 − j|, |g*|: the parameters :func:`_subinterval_bounds` reads per subinterval (gathered by owner; each the float
+    the subinterval's row would compute from its own copy: elementwise)."""
+    params = np.empty((9, base.shape[1]))
+    params[:5] = base
+    np.subtract(1.0, base[4], out=params[5])
+    np.abs(base[4], out=params[6])
+    np.abs(params[5], out=params[7])
+    np.abs(base[2], out=params[8])
+    return params
 
 
 def _graded_pieces(pieces: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -344,7 +353,7 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
 def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float,
                         signed: Optional[bool] = None):
     r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j, 1 − j, |j|,
-    |1 − j|, |g*| per subinterval, the last four computed once per shift by :func:`log_moments_upper`): upper =
+    |1 − j|, |g*| per subinterval, :func:`_row_parameters` gathered by owner): upper =
     min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and a), lower = GL − error bound
     (only a refinement target). ``signed``: True where the caller knows every row's j ≥ 1 (else read from the rows)."""
     a, x_star, g_star, slack, c_a, c_0, abs_a, abs_0, abs_g = prm
