@@ -263,8 +263,8 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             # a NaN is NaN, never loose), so they are looked for only where one is
             split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[ow]
             if (loose & at_inf).any():
-                at_inf = np.flatnonzero(up == np.inf)
-                split[at_inf] = loose[ow[at_inf]]
+                where_inf = np.flatnonzero(up == np.inf)
+                split[where_inf] = loose[ow[where_inf]]
             split = np.flatnonzero(split)  # as indices, in their order
             halved = ow[split]
             n_split = np.bincount(halved, minlength=n + 1)
