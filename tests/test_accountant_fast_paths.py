@@ -284,7 +284,7 @@ def _subinterval_bounds_oracle(xl, xr, prm, beta, signed=None):
     """renyi._subinterval_bounds as written before issue 33's item 11 (commit 2debcb7): every node of every row at
     once, the nodes from gauss_legendre_nodes (``signed``, the caller's j ≥ 1 on every row, not read: abs taken)."""
     from opacus_gg.accountants import renyi as ry
-    a, x_star, g_star, slack, j = prm
+    a, x_star, g_star, slack, j = prm[:5]  # (the rows after these: 1 − j, |j|, |1 − j|, |g*|, computed below)
     c_a, c_0 = j, 1.0 - j
     n_a, n_0 = c_a[:, None], c_0[:, None]
 
@@ -1169,3 +1169,54 @@ def test_step_and_power_bounds_in_place_equal_their_first_form_bit_for_bit(p):
             with np.errstate(all="ignore"):
                 fast, plain = br._step_power(lam, G, Kq, U, s, rounded), _step_power_oracle(lam, G, Kq, U, s, rounded)
             assert _same_floats(fast, plain), (p, t, rounded)
+
+
+def _pick_splits_oracle(loose, e, G, Kq, U, s, lam_low):
+    """ball_rdp._pick_splits as written before issue 33's item 17 (np.nan_to_num, np.searchsorted, np.unique)."""
+    by_value = loose[np.argsort(-e[loose])][: br._SPLITS_PER_ROUND // 2]
+    lo, hi = U[loose], U[loose + 1]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        step = np.where(lo > 0, G[loose + 1] / lo, np.inf)
+        power = Kq[loose + 1] * np.maximum(np.where(lo > 0, lo ** (s - 1.0), np.inf if s < 1 else 0.0),
+                                           hi ** (s - 1.0))
+    crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
+    steep = loose[crit > lam_low * (1.0 + br._REL_TOL)]
+    steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
+    taken = set(by_value.tolist())
+    by_slope = [i for i in steep.tolist() if i not in taken][: br._SPLITS_PER_ROUND // 2]
+    return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0, 3.0])
+def test_pick_splits_without_wrappers_equals_its_first_form(p):
+    """ball_rdp._pick_splits (NaN → ∞ and ±∞ → ±the largest float as np.nan_to_num does, the steep intervals' slopes
+    read by their mask, the union sorted in Python) picks the intervals of its first form, in the same order and
+    dtype, on random duals with NaN, infinite (lo = 0, K = ∞) and tied slopes, many or few loose intervals."""
+    rng = np.random.default_rng(17)
+    s = 2.0 / p
+    for t in range(60):
+        n, A, G, Kq, U = _random_dual_grid(rng, p)
+        if t % 3 == 0:
+            G[int(rng.integers(1, n + 1))] = np.nan  # a NaN slope
+        if t % 4 == 0:
+            U[int(rng.integers(1, n + 1)):] = U[-1]  # zero-width intervals: tied slopes
+        loose = np.flatnonzero(rng.random(n) < rng.choice([0.2, 0.6, 1.0]))
+        if loose.size == 0:
+            loose = np.array([n - 1])
+        e = rng.uniform(0.0, 1.0, n) * rng.choice([1.0, 0.0])  # all e tied at 0 in some cases
+        for lam_low in (0.0, float(rng.uniform(0.0, 50.0)), math.inf):
+            with np.errstate(all="ignore"):
+                fast = br._pick_splits(loose, e, G, Kq, U, s, lam_low)
+                plain = _pick_splits_oracle(loose, e, G, Kq, U, s, lam_low)
+            assert np.array_equal(fast, plain) and fast.dtype == plain.dtype, (p, t, lam_low)
+    # twelve infinite slopes (G/U_i overflows, K = ∞) after nine NaN ones: np.nan_to_num ranks NaN (→ ∞) above ∞
+    # (→ the largest float), so the eight steepest are NaN ones; with both ∞ they would tie
+    n = 24
+    U = np.concatenate([[0.0], np.full(12, 1e-310), np.linspace(1.0, 2.0, n - 12)])
+    G = np.concatenate([[0.0], np.full(12, 1e300), np.full(n - 12, np.nan)])
+    Kq = np.full(n + 1, np.inf)
+    loose = np.arange(1, n)
+    with np.errstate(all="ignore"):
+        fast = br._pick_splits(loose, np.zeros(n), G, Kq, U, s, 1.0)
+        plain = _pick_splits_oracle(loose, np.zeros(n), G, Kq, U, s, 1.0)
+    assert np.array_equal(fast, plain) and set(plain.tolist()) >= set(range(12, 20))

@@ -175,7 +175,7 @@ def test_moment_enclosure_writes_only_into_its_own_arrays(beta):
     j = np.array([2.0, 3.0])
     x_star = np.array([renyi._peak(2.0, 0.3, beta), renyi._peak(3.0, 1.0, beta)])
     g_star = -(j * np.abs(x_star - a) ** beta + (1 - j) * np.abs(x_star) ** beta) / beta
-    params = np.array([a, x_star, g_star, np.zeros(2), j])
+    params = renyi._row_parameters(np.array([a, x_star, g_star, np.zeros(2), j]))  # (+ 1 − j, |j|, |1 − j|, |g*|)
     xl, xr = np.array([0.0, 0.3, 1.0]), np.array([0.3, x_star[0], x_star[1]])
     owner = np.array([0, 0, 1])
     prm = params[:, owner]

@@ -916,12 +916,18 @@ def _pick_splits(loose: np.ndarray, e: np.ndarray, G: np.ndarray, Kq: np.ndarray
         step = np.where(lo > 0, G[loose + 1] / lo, np.inf)
         power = Kq[loose + 1] * np.maximum(np.where(lo > 0, lo ** (s - 1.0), np.inf if s < 1 else 0.0),
                                            hi ** (s - 1.0))
-    crit = np.nan_to_num(np.minimum(step, power), nan=np.inf)
-    steep = loose[crit > lam_low * (1.0 + _REL_TOL)]
-    steep = steep[np.argsort(-crit[np.searchsorted(loose, steep)])]
+    # np.nan_to_num(·, nan=np.inf)'s floats without its wrapper: NaN → +∞, ±∞ → ±the largest float (masks first)
+    crit = np.minimum(step, power)
+    nan = np.isnan(crit)
+    np.copyto(crit, _FLOAT_MAX, where=crit == np.inf)
+    np.copyto(crit, -_FLOAT_MAX, where=crit == -np.inf)
+    crit[nan] = np.inf
+    above = crit > lam_low * (1.0 + _REL_TOL)
+    steep = loose[above]
+    steep = steep[np.argsort(-crit[above])]  # (loose ascending: crit[above] is each steep interval's crit)
     taken = set(by_value.tolist())
     by_slope = [i for i in steep.tolist() if i not in taken][: _SPLITS_PER_ROUND // 2]
-    return np.unique(np.concatenate([by_value, np.array(by_slope, dtype=by_value.dtype)]))
+    return np.array(sorted(taken.union(by_slope)), dtype=by_value.dtype)  # np.unique's values, sorted
 
 
 def _split(a_lo: float, a_hi: float) -> float:

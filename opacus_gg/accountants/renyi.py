@@ -166,9 +166,10 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
         return out
     xl, xr, owner = _graded_pieces(pieces)
     n = len(shifts)
-    params = np.zeros((5, n))
-    params[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
-                                        for i, (x_star, g_star, slack, _) in setups.items()]).T
+    base = np.zeros((5, n))
+    base[:, list(setups)] = np.array([(sl[i], x_star, g_star, slack, jl[i])
+                                      for i, (x_star, g_star, slack, _) in setups.items()]).T
+    params = _row_parameters(base)
     # every order ≥ 1 (the ball's duals): every call's rows take the path without abs (read once per batch)
     signed = True if min(jl[i] for i in setups) >= 1.0 else None
     tot, cnt = refine_enclosure(xl, xr, owner, n, eps_arr,
@@ -186,6 +187,19 @@ def log_moments_upper(j, shifts: Sequence[float], beta: float, epsrel) -> np.nda
     for i in todo:
         _moment_cache[(jl[i], sl[i], bf, el[i])] = out[i]
     return out
+
+
+def _row_parameters(base: np.ndarray) -> np.ndarray:
+    """The rows a, x*, g*, slack, j of ``base`` (one column per shift) and, computed once per shift, 1 − j, |j|,
+    |1 − j|, |g*|: the parameters :func:`_subinterval_bounds` reads per subinterval (gathered by owner; each the float
+    the subinterval's row would compute from its own copy: elementwise)."""
+    params = np.empty((9, base.shape[1]))
+    params[:5] = base
+    np.subtract(1.0, base[4], out=params[5])
+    np.abs(base[4], out=params[6])
+    np.abs(params[5], out=params[7])
+    np.abs(base[2], out=params[8])
+    return params
 
 
 def _graded_pieces(pieces: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -240,22 +254,22 @@ def refine_enclosure(xl: np.ndarray, xr: np.ndarray, owner: np.ndarray, n: int, 
             ow, up, gap = OW[:size], UP[:size], GP[:size]
             tot = np.bincount(ow, up, minlength=n + 1)
             share = eps * tot
-            # cnt > 0: an owner settled earlier (count 0) is never loose, as its empty sums were not
-            loose = ((np.bincount(ow, gap, minlength=n + 1) > share) | (tot == np.inf)) & (cnt < _MAX_INTERVALS) \
-                & (cnt > 0)
+            at_inf, live = tot == np.inf, cnt > 0  # (each read twice below)
+            # live (cnt > 0): an owner settled earlier (count 0) is never loose, as its empty sums were not
+            loose = ((np.bincount(ow, gap, minlength=n + 1) > share) | at_inf) & (cnt < _MAX_INTERVALS) & live
             # per owner, then read per subinterval: the same operations on the same operands; the threshold NaN
             # where the owner is not loose (a comparison with NaN is false), so one gather gives loose & (gap > it),
             # and the (rare) infinite bounds read loose themselves: only a loose owner's sum is +∞ then (a sum with
             # a NaN is NaN, never loose), so they are looked for only where one is
             split = gap > np.where(loose, 0.25 * share / cnt, np.nan)[ow]
-            if (loose & (tot == np.inf)).any():
-                at_inf = np.flatnonzero(up == np.inf)
-                split[at_inf] = loose[ow[at_inf]]
+            if (loose & at_inf).any():
+                where_inf = np.flatnonzero(up == np.inf)
+                split[where_inf] = loose[ow[where_inf]]
             split = np.flatnonzero(split)  # as indices, in their order
             halved = ow[split]
             n_split = np.bincount(halved, minlength=n + 1)
             busy = n_split > 0
-            done = ~busy & (cnt > 0)
+            done = ~busy & live
             np.copyto(out_tot, tot[:n], where=done[:n])
             np.copyto(out_cnt, cnt[:n], where=done[:n])
             if not halved.size:
@@ -338,12 +352,11 @@ def gauss_legendre_bounds(hw: np.ndarray, values: np.ndarray, log_sup: np.ndarra
 
 def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: float,
                         signed: Optional[bool] = None):
-    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j per
-    subinterval): upper = min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and
-    a), lower = GL − error bound (only a refinement target). ``signed``: True where the caller knows every row's
-    j ≥ 1 (else read from the rows)."""
-    a, x_star, g_star, slack, j = prm
-    c_a, c_0 = j, 1.0 - j
+    r"""(upper, lower) on ∫_{xl}^{xr} e^{g − g*} per subinterval (``prm`` rows: a, x*, g*, slack, j, 1 − j, |j|,
+    |1 − j|, |g*| per subinterval, :func:`_row_parameters` gathered by owner): upper =
+    min(GL + its error bound, h·e^{sup g − g*}) (GL only where the ellipse avoids 0 and a), lower = GL − error bound
+    (only a refinement target). ``signed``: True where the caller knows every row's j ≥ 1 (else read from the rows)."""
+    a, x_star, g_star, slack, c_a, c_0, abs_a, abs_0, abs_g = prm
 
     def g(x, a):
         return -(c_a * np.abs(x - a) ** beta + c_0 * np.abs(x) ** beta) / beta
@@ -365,7 +378,6 @@ def _subinterval_bounds(xl: np.ndarray, xr: np.ndarray, prm: np.ndarray, beta: f
     values = np.zeros((c.size, _GL_N))
     rows = np.nonzero(ok)[0]
     scale = 1.0 + 1.0 / beta
-    abs_a, abs_0, abs_g = np.abs(c_a), np.abs(c_0), np.abs(g_star)
     # j ≥ 1 on every row (the integer orders): n_a ≥ 0 and n_0 ≤ 0, so |n_a·t| = n_a·t and n_0·t = −(|n_0|·t) (t ≥ 0)
     if signed is None:
         signed = bool(np.all(c_a >= 0.0)) and bool(np.all(c_0 <= 0.0))
