@@ -69,6 +69,10 @@ SPECS: Dict[str, TableSpec] = {
     "above-top": ABOVE_TWO_SPEC,
     # "above" with the Base cell a_0 = 0.3m (fewer cells; the Base then carries more)
     "above-a03": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.3, ratio_low=1.05, ratio_high=1.005, mass_split=4),
+    # β = 2.2 (issue 35 item 1 near β = 2): `above-top` with the low ratio 1.005 (mid-size coordinates finer)
+    "b22-low": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.005),
+    # `above-top` with the p-mass step a_0^p/16
+    "b22-split16": dataclasses.replace(ABOVE_TWO_SPEC, mass_split=16),
     # NEAR_TWO_SPEC's cells at β ≤ 2 (a_0 = 0.1m, 1.02 below 0.3m, 1.01 above, split 8, h 0.005)
     "near": NEAR_TWO_SPEC,
     # coarse cells for β ≤ 2: a_0 = 0.1m, 1.05 below 0.3m, 1.01 above, split 2, h 0.005
