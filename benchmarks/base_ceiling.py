@@ -23,7 +23,8 @@ a ≤ a_0; :func:`contour_eta`), as the implied η (the relative shift inflation
 Everything sampled on grids: not a bound, a size estimate for a proof plan.
 
 ``floor`` — the PRV ε of the envelope of the Gaussian limit, the one coordinate and one coordinate a beside the
-limit of the rest: every dominating one-step pair is above it, so no table goes below it (the route's floor).
+limit of the rest (``--shape``: several coordinates beside it): every dominating one-step pair is above it, so no table
+goes below it (the route's floor).
 ``shapes`` — the η that k equal coordinates of size a need against N(√I_β·a√k) (the remainder in η's units).
 ``fisher`` — I_β in closed form against quadrature of E[(d/dx log f)²].
 
