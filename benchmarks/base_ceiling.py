@@ -74,6 +74,8 @@ SPECS: Dict[str, TableSpec] = {
     "b22-low": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.005),
     # `above-top` with the p-mass step a_0^p/16 (β = 2.2: the mass rounding of the coordinates above a_0 is the excess)
     "b22-split16": dataclasses.replace(ABOVE_TWO_SPEC, mass_split=16),
+    # `above-top` with the p-mass step a_0^p/8
+    "b22-split8": dataclasses.replace(ABOVE_TWO_SPEC, mass_split=8),
     # the Base cell a_0 = 0.2m, split 16 (ΔR < 0.0025m², `above-top`'s step), ratios 1.02 / 1.002 (C3 rows up to 0.2)
     "b22-a02": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.2, mass_split=16),
     # the same with ratios 1.05 / 1.005
