@@ -23,7 +23,8 @@ a ≤ a_0; :func:`contour_eta`), as the implied η (the relative shift inflation
 Everything sampled on grids: not a bound, a size estimate for a proof plan.
 
 ``floor`` — the PRV ε of the envelope of the Gaussian limit, the one coordinate and one coordinate a beside the
-limit of the rest: every dominating one-step pair is above it, so no table goes below it (the route's floor).
+limit of the rest (``--shape``: several coordinates beside it): every dominating one-step pair is above it, so no table
+goes below it (the route's floor).
 ``shapes`` — the η that k equal coordinates of size a need against N(√I_β·a√k) (the remainder in η's units).
 ``fisher`` — I_β in closed form against quadrature of E[(d/dx log f)²].
 
@@ -69,6 +70,18 @@ SPECS: Dict[str, TableSpec] = {
     "above-top": ABOVE_TWO_SPEC,
     # "above" with the Base cell a_0 = 0.3m (fewer cells; the Base then carries more)
     "above-a03": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.3, ratio_low=1.05, ratio_high=1.005, mass_split=4),
+    # β = 2.2 (issue 35 item 1 near β = 2): `above-top` with the low ratio 1.005 (mid-size coordinates finer)
+    "b22-low": dataclasses.replace(ABOVE_TWO_SPEC, ratio_low=1.005),
+    # `above-top` with the p-mass step a_0^p/16 (β = 2.2: the mass rounding of the coordinates above a_0 is the excess)
+    "b22-split16": dataclasses.replace(ABOVE_TWO_SPEC, mass_split=16),
+    # `above-top` with the p-mass step a_0^p/8
+    "b22-split8": dataclasses.replace(ABOVE_TWO_SPEC, mass_split=8),
+    # the Base cell a_0 = 0.2m, split 16 (ΔR < 0.0025m², `above-top`'s step), ratios 1.02 / 1.002 (C3 rows up to 0.2)
+    "b22-a02": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.2, mass_split=16),
+    # the same with ratios 1.05 / 1.005
+    "b22-a02-coarse": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.2, ratio_low=1.05, ratio_high=1.005, mass_split=16),
+    # `above-a03` with the p-mass step a_0^p/16
+    "b22-a03-split16": dataclasses.replace(ABOVE_TWO_SPEC, a0=0.3, ratio_low=1.05, ratio_high=1.005, mass_split=16),
     # NEAR_TWO_SPEC's cells at β ≤ 2 (a_0 = 0.1m, 1.02 below 0.3m, 1.01 above, split 8, h 0.005)
     "near": NEAR_TWO_SPEC,
     # coarse cells for β ≤ 2: a_0 = 0.1m, 1.05 below 0.3m, 1.01 above, split 2, h 0.005
@@ -188,24 +201,34 @@ def ceiling_rows(beta: float, p: float, sigma: float, specs: Sequence[str], etas
 
 
 def envelope_floor(beta: float, sigma: float, shifts: Sequence[float], settings: Sequence[Tuple[float, int, int]],
-                   delta: float, h: float = 0.005) -> None:
+                   delta: float, h: float = 0.005, shapes: Sequence[Tuple[float, ...]] = ()) -> None:
     r"""The PRV ε of the envelope of the Gaussian limit N(√I_β·m), the one coordinate GG(m) and, for each a in
     ``shifts`` (units of m), one coordinate a beside the limit of the rest, GG(a) ⊗ N(√I_β·√(m² − a²)) (each a limit of
-    shapes in the ball as d → ∞, p = 2), composed by the accountant (:class:`.history.PairSegment` takes the envelope
-    of explicit pairs). Any one-step pair that dominates every shape in every dimension dominates these (by
-    continuity for the limits), so no table, with any Base and any cells, goes below this: the floor of the table
-    route (up to the discretization of the products on a loss grid of step h·m, which rounds up; NOT a bound)."""
+    shapes in the ball as d → ∞, p = 2), and for each (a_1, …, a_k) in ``shapes`` those coordinates beside the
+    limit of the rest, GG(a_1) ⊗ … ⊗ GG(a_k) ⊗ N(√I_β·√(m² − Σa_i²)), composed by the accountant
+    (:class:`.history.PairSegment` takes the envelope of explicit pairs). Any one-step pair that dominates every shape
+    in every dimension dominates these (by continuity for the limits), so no table, with any Base and any cells, goes
+    below this: the floor of the table route (up to the discretization of the products on a loss grid of step h·m,
+    which rounds up; NOT a bound); each shape alone is printed beside (the envelope's excess over the worst one is
+    what the crossing of the shapes' curves costs after composition)."""
     m = 1.0 / sigma
     si = math.sqrt(fisher_information(beta))
     # ±10m, or at β > 2 the one coordinate's tail as ABOVE_TWO_SPEC's grid (its loss grows like m·x^{β−1})
     half = ABOVE_TWO_SPEC.half_width_at(m, beta) if beta > 2.0 else 10.0 * m
     t = np.arange(-int(math.ceil(half / (h * m))), int(math.ceil(half / (h * m))) + 1) * h * m
     pairs = [("limit", GGPair(si * m, 2.0)), ("one", GGPair(m, beta))]
-    for a in shifts:
-        one = ball_prv.envelope_pair([GGPair(a * m, beta)], t)[0]
-        rest = ball_prv.envelope_pair([GGPair(si * m * math.sqrt(1.0 - a * a), 2.0)], t)[0]
-        pairs.append((f"a={a:g}", one.compose(rest)))
-    print(f"beta {beta:g}, sigma {sigma:g}: envelope of the limit, the one coordinate and a + limit for a/m in {list(shifts)}")
+    for shape in [(a,) for a in shifts] + [tuple(sh) for sh in shapes]:
+        mass = sum(a * a for a in shape)
+        if not mass <= 1.0:
+            raise ValueError(f"shape {shape}: sum of squares {mass} > 1 (units of m)")
+        factors = [GGPair(a * m, beta) for a in shape] + ([GGPair(si * m * math.sqrt(1.0 - mass), 2.0)]
+                                                         if mass < 1.0 else [])  # no rest: the shape alone
+        pair = ball_prv.envelope_pair([factors[0]], t)[0]
+        for f in factors[1:]:
+            pair = pair.compose(ball_prv.envelope_pair([f], t)[0])
+        pairs.append(("a=" + "+".join(f"{a:g}" for a in shape), pair))
+    print(f"beta {beta:g}, sigma {sigma:g}: envelope of the limit, the one coordinate and a + limit for a/m in"
+          f" {list(shifts)}" + (f", shapes {[tuple(sh) for sh in shapes]} + limit" if shapes else ""))
     for q, steps, _ in settings:
         row = [f"q {q:g}, T {steps:g}: envelope {fmt_up(_eps(tuple(pairs), q, steps, delta))}"]
         for lab, pr in pairs[2:]:
@@ -439,6 +462,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     fl.add_argument("--a", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9])
     fl.add_argument("--at", type=_at, nargs="+", default=[QUICKSTART], metavar="Q,T,D")
     fl.add_argument("--delta", type=float, default=1e-5)
+    fl.add_argument("--shape", type=lambda x: tuple(float(v) for v in x.split(",")), nargs="*", default=[],
+                    metavar="A1,A2,...", help="coordinates (units of m) beside the limit of the rest, also enveloped")
     r = sub.add_parser("remainder", help="per-coordinate complex log-moment against its Gaussian limit")
     r.add_argument("--beta", type=float, nargs="+", default=[1.5])
     r.add_argument("--c", type=float, nargs="+", default=[2.0])
@@ -465,7 +490,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         ceiling_rows(args.beta, args.p, args.sigma, args.spec, args.eta, args.at, args.delta, args.spread_k,
                      args.abs_err, args.min_cells)
     elif args.cmd == "floor":
-        envelope_floor(args.beta, args.sigma, args.a, args.at, args.delta)
+        envelope_floor(args.beta, args.sigma, args.a, args.at, args.delta, shapes=args.shape)
     elif args.cmd == "remainder":
         ys = list(np.linspace(0.0, args.y_max, args.n_y))
         remainder_table(args.beta, args.c, ys, args.a, 1.0 / args.sigma)

@@ -150,8 +150,15 @@ class _Ball:
         self.lz = (2 * self.b ** (1 / self.b) * (1 + 1 / self.b).gamma()).log()  # log Z, Z = 2β^{1/β}Γ(1 + 1/β)
 
     def pw(self, t: acb, e: arb, an: bool) -> acb:
-        """t^e on the principal branch (analytic for Re t > 0)."""
-        return t.pow(e, analytic=an)
+        """t^e on the principal branch (analytic for Re t > 0). Off the analytic flag, where t's ball holds 0 and e > 0,
+        Arb's pow is finite only for half-integer e (it goes through a square root; otherwise exp(e·log t), and
+        log 0 is not finite): there the disc |t^e| ≤ |t|_+^e (|exp(e log t)| = |t|^e for real e, and 0^e = 0), so
+        β = 2.2 integrates to 0 as β = 2.5 does, and the half-integer results are unchanged."""
+        out = t.pow(e, analytic=an)
+        if an or out.is_finite() or not e > 0:
+            return out
+        r = _up(t.abs_upper() ** e)
+        return acb(arb(0, r), arb(0, r))
 
     def f(self, t: acb, an: bool) -> acb:
         """The GG(β, 1) density at ±t."""

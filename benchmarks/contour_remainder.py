@@ -210,7 +210,7 @@ def enclose_phi4(beta: float, c: float, a: arb, y: arb) -> acb:
     zm1 = z - 1
     half = acb(a / 2)
     # (a/2)^e: constants in u (a may hold 0)
-    ha = {"b": half.pow(b, analytic=False), "b2": half.pow(b2, analytic=False), "bb": half.pow(2 * b1, analytic=False)}
+    ha = {"b": g.pw(half, b, False), "b2": g.pw(half, b2, False), "bb": g.pw(half, 2 * b1, False)}
 
     def ab(pb2: acb, pbb: acb) -> Tuple[acb, acb]:
         """(𝒜(t), ℬ(t)) from t^{β−2}, t^{2β−2}."""
@@ -223,14 +223,14 @@ def enclose_phi4(beta: float, c: float, a: arb, y: arb) -> acb:
 
     def inner(u, an):
         up, um = 1 + u, 1 - u
-        return (a / 2) * integrand(ha["b"] * up.pow(b, analytic=an), ha["b"] * um.pow(b, analytic=an),
-                                   ha["b2"] * up.pow(b2, analytic=an), ha["bb"] * up.pow(2 * b1, analytic=an),
-                                   ha["b2"] * um.pow(b2, analytic=an), ha["bb"] * um.pow(2 * b1, analytic=an))
+        return (a / 2) * integrand(ha["b"] * g.pw(up, b, an), ha["b"] * g.pw(um, b, an), ha["b2"] * g.pw(up, b2, an),
+                                   ha["bb"] * g.pw(up, 2 * b1, an), ha["b2"] * g.pw(um, b2, an),
+                                   ha["bb"] * g.pw(um, 2 * b1, an))
 
     def outer(s, an):
         P = s + a
-        return integrand(P.pow(b, analytic=an), s.pow(b, analytic=an), P.pow(b2, analytic=an),
-                         P.pow(2 * b1, analytic=an), s.pow(b2, analytic=an), s.pow(2 * b1, analytic=an))
+        return integrand(g.pw(P, b, an), g.pw(s, b, an), g.pw(P, b2, an), g.pw(P, 2 * b1, an), g.pw(s, b2, an),
+                         g.pw(s, 2 * b1, an))
 
     a_up = arb(_up(a))
     kappa = _up((arb(c) - arb(0.5)) * a_up)

@@ -19,17 +19,24 @@ BETA = 2.5
 FISHER = 1.2095873820113014  # I_2.5 (fisher.fisher_information; cr.fisher's ball is checked against it below)
 
 
-def _phi(c, y, a):
+def _phi(c, y, a, beta=BETA):
     """(φ(c + iy; a), quad's error) by base_ceiling's plain-form quadrature."""
-    w, err = bc.phi_minus_one(complex(c, y), a, BETA)
+    w, err = bc.phi_minus_one(complex(c, y), a, beta)
     return 1.0 + w, err
 
 
-def _remainder(c, y, a):
+def _fisher(beta):
+    """I_β: the pinned value at β = 2.5, the library's closed form elsewhere (its ball is checked below)."""
+    from opacus_gg.accountants.fisher import fisher_information
+
+    return FISHER if beta == BETA else fisher_information(beta)
+
+
+def _remainder(c, y, a, beta=BETA):
     """(|r|/a², log|φ|/a²) at one point, r = log φ − I a² z(z − 1)/2 (principal log, base_ceiling.log_phi)."""
     z = complex(c, y)
-    lp, _ = bc.log_phi(z, a, BETA)
-    return abs(lp - FISHER * a * a * z * (z - 1) / 2) / (a * a), lp.real / (a * a)
+    lp, _ = bc.log_phi(z, a, beta)
+    return abs(lp - _fisher(beta) * a * a * z * (z - 1) / 2) / (a * a), lp.real / (a * a)
 
 
 def test_fisher_ball_contains_the_library_value():
@@ -111,12 +118,12 @@ def test_bad_cells_are_refused():
 A_MIN = 0.1 / 16
 
 
-def _moments_phi4_at_zero(z):
+def _moments_phi4_at_zero(z, beta=BETA):
     """∂_a⁴φ(z; 0) in closed form from the GG moments E|X|^p = β^{p/β}Γ((p + 1)/β)/Γ(1/β) (mpmath; shares no code
     with the enclosure): (z(z − 1))²E|X|^{4β−4} + z(z − 1)((β − 1)E|X|^{3β−4} − (β − 1)²E|X|^{2β−4})."""
     import mpmath
 
-    b = mpmath.mpf(BETA)
+    b = mpmath.mpf(beta)
 
     def mom(p):
         return b ** (p / b) * mpmath.gamma((p + 1) / b) / mpmath.gamma(1 / b)
@@ -160,16 +167,16 @@ def test_remainder_is_of_order_a_to_the_fourth_with_the_cumulant_limit(c, y):
         assert abs(r / a ** 4 - limit) <= 2e-3 * abs(limit)
 
 
-def _z3_misses(c, y_lo, y_hi):
+def _z3_misses(c, y_lo, y_hi, beta=BETA):
     """The sampled points (a ∈ {a_min, a_min/2}, 3 values of y in the row) where |r| exceeds a²ρ_small beyond quad's
     error (so a list that must be empty), and ρ_small over the largest sampled |r|/a²."""
-    rho, lam = cr.small_bound(BETA, c, A_MIN, y_lo, y_hi)
+    rho, lam = cr.small_bound(beta, c, A_MIN, y_lo, y_hi)
     misses, top = [], 0.0
     for a in (A_MIN, A_MIN / 2):
         for y in np.linspace(y_lo, y_hi, 3):
             z = complex(c, y)
-            lp, err = bc.log_phi(z, a, BETA)
-            r = abs(lp - FISHER * a * a * z * (z - 1) / 2)
+            lp, err = bc.log_phi(z, a, beta)
+            r = abs(lp - _fisher(beta) * a * a * z * (z - 1) / 2)
             top = max(top, r / (a * a))
             if r > rho * a * a + 2 * err or lp.real > lam * a * a + 2 * err:
                 misses.append((a, y))
@@ -203,6 +210,70 @@ def test_small_shift_bound_needs_a_small_u():
             cr.small_bound(BETA, 2.0, a_min, y_lo, y_hi)
 
 
+# --- β = 2.2: Arb's pow at 0 off half-integers (contour_decay._Ball.pw's disc) -------------------------------------
+
+NEAR = 2.2  # |x|^β is C² and no more at 0; Arb's pow of a ball holding 0 is not finite at β − 2 = 0.2 (at 2.5: √)
+
+
+def test_power_disc_contains_every_power_near_zero_and_leaves_half_integers_to_arb():
+    # the disc |t^e| ≤ |t|_+^e (|exp(e log t)| = |t|^e) holds the principal power at points of the ball on both
+    # sides of 0; it is used only off the analytic flag (there a branch point must stay reported) and only where
+    # Arb's own ball is not finite, so β = 2.5's powers (and its rows) are Arb's, unchanged
+    cd = load_benchmark("contour_decay")
+    from flint import acb
+
+    g = cd._Ball(NEAR, 2.0, 0.0)
+    t = acb(arb(0.0005, 0.001))  # [−0.0005, 0.0015]
+    for e in (g.b - 2, g.b1, g.b, 2 * g.b1):
+        assert not t.pow(e, analytic=False).is_finite()  # the reason for the disc
+        disc = g.pw(t, e, False)
+        for x in (-0.0005, -1e-7, 1e-9, 0.0007, 0.0014):
+            assert acb(complex(x) ** float(e.mid())) in disc
+        assert acb(0) in disc
+        assert cd._up(disc.real.rad()) <= 0.0015 ** float(e.mid()) * (1 + 1e-6)  # Arb keeps radii to ~30 bits
+        assert not g.pw(t, e, True).is_finite()
+    half = cd._Ball(2.5, 2.0, 0.0)
+    for e in (half.b - 2, half.b):
+        ours, arbs = half.pw(t, e, False), t.pow(e, analytic=False)
+        assert ours.is_finite() and all(p.mid() == q.mid() and p.rad() == q.rad()
+                                        for p, q in ((ours.real, arbs.real), (ours.imag, arbs.imag)))
+
+
+@pytest.mark.parametrize("c,y,a", [(2.0, 0.0, 0.1), (1.2, 20.0, 0.03), (4.0, 3.0, 0.00625)])
+def test_symmetric_form_at_beta_2_2_encloses_the_plain_form(c, y, a):
+    (phi,) = cr.enclose(NEAR, c, arb(a), arb(y), kinds=("phi",))
+    ref, err = _phi(c, y, a, NEAR)
+    for part, want in ((phi.real, ref.real), (phi.imag, ref.imag)):
+        assert cr._down(part) - err - 1e-12 <= want <= cr._up(part) + err + 1e-12
+    assert float(phi.rad()) <= 1e-6
+
+
+@pytest.mark.parametrize("c,y", [(2.0, 0.0), (1.2, 30.0)])
+def test_fourth_a_derivative_at_beta_2_2_encloses_the_moment_form_at_zero(c, y):
+    # Lemma Z3 at β = 2.2: F, G are C² (h'' = 1.2|x|^0.2 is continuous), 𝒜, ℬ carry t^0.2 (bounded at 0), and the
+    # moments E|X|^{2β−4} = E|X|^0.4 etc. are finite; the ball at a = 0 (the a-ball's (a/2)^e are discs) holds it
+    ball = cr.enclose_phi4(NEAR, c, arb(0), arb(y))
+    want = _moments_phi4_at_zero(complex(c, y), NEAR)
+    assert cr._down(ball.real) <= want.real <= cr._up(ball.real)
+    assert cr._down(ball.imag) <= want.imag <= cr._up(ball.imag)
+    assert float(ball.rad()) <= 1e-6 * max(1.0, abs(want))
+
+
+@pytest.mark.parametrize("c,a_lo,a_hi,y_lo,y_hi", [(2.0, 0.095, 0.1, 5.0, 5.25), (4.0, 0.00625, 0.0065, 0.0, 0.2)])
+def test_cell_bound_at_beta_2_2_is_above_the_sampled_remainder(c, a_lo, a_hi, y_lo, y_hi):
+    rho, lam, mid = cr.cell_bound(NEAR, c, a_lo, a_hi, y_lo, y_hi)
+    samples = [_remainder(c, y, a, NEAR) for a in np.linspace(a_lo, a_hi, 3) for y in np.linspace(y_lo, y_hi, 3)]
+    assert rho >= max(s[0] for s in samples) and lam >= max(s[1] for s in samples)
+    assert mid <= max(s[0] for s in samples) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("c,y_lo,y_hi", [(2.0, 0.0, 0.2), (4.0, 1.628, 2.06), (1.2, 19.581, 21.543)])
+def test_small_shift_bound_at_beta_2_2_is_above_the_sampled_remainder(c, y_lo, y_hi):
+    misses, ratio = _z3_misses(c, y_lo, y_hi, NEAR)
+    assert not misses
+    assert ratio <= 4.0
+
+
 def test_rows_file_covers_every_shift_and_round_trips(tmp_path):
     # a small run (a ∈ [0.05, 0.1] by cells, (0, 0.05] by Lemma Z3), written and read back: ρ, λ are the larger
     # parts, the rows cover [0, y_max]; a file with a gap is refused
@@ -220,14 +291,22 @@ def test_rows_file_covers_every_shift_and_round_trips(tmp_path):
         cr.load_rows(str(path))
 
 
-@pytest.mark.parametrize("path", sorted((_BENCH / "data").glob("c3_rows_c*.json")), ids=lambda p: p.name)
-def test_committed_rows_cover_every_shift_and_reproduce_their_small_shift_part(path):
+#: the committed rows files and their β (β = 2.5: c3_rows_c*.json; β = 2.2: c3_rows_b2.2_c*.json)
+ROWS_FILES = ([(p, BETA) for p in sorted((_BENCH / "data").glob("c3_rows_c*.json"))]
+              + [(p, NEAR) for p in sorted((_BENCH / "data").glob("c3_rows_b2.2_c*.json"))])
+
+
+@pytest.mark.parametrize("path,beta", ROWS_FILES, ids=lambda p: getattr(p, "name", str(p)))
+def test_committed_rows_cover_every_shift_and_reproduce_their_small_shift_part(path, beta):
     # the shipped rows (docs: table 8): every a ∈ (0, a_0] (a_min = a_0/16 by Z3, the rest by cells), |y| ≤ 40 without
     # gaps (load_rows), ρ_s below the cells' ρ in every row; Z3's part recomputed at the first and a middle row
     meta, tables = cr.load_rows(str(path))
-    assert meta["a0"] == 0.1 and meta["a_min"] == 0.1 / 16 and meta["y_max"] == 40.0 and meta["beta"] == BETA
+    assert meta["a0"] == 0.1 and meta["a_min"] == 0.1 / 16 and meta["y_max"] == 40.0 and meta["beta"] == beta
     for c, rows in tables.items():
-        assert all(r["rho_small"] < r["rho_cells"] and math.isfinite(r["rho"]) for r in rows)
+        assert all(r["rho_small"] < r["rho_cells"] and math.isfinite(r["lam"]) for r in rows)
+        # ρ = ∞ only where a cell's φ met the log's cut (C5 reads λ there): never at β = 2.5; at β = 2.2 the rows
+        # above |y| ≈ 30, where the start cells' balls are wide (docs: "Above β = 2 at ℓ2 clipping")
+        assert all(math.isfinite(r["rho"]) or (beta == NEAR and r["y_lo"] >= 29.0) for r in rows)
         for r in (rows[0], rows[len(rows) // 3]):
-            assert (r["rho_small"], r["lam_small"]) == cr.small_bound(BETA, c, meta["a_min"], r["y_lo"], r["y_hi"],
+            assert (r["rho_small"], r["lam_small"]) == cr.small_bound(beta, c, meta["a_min"], r["y_lo"], r["y_hi"],
                                                                       meta["small_split"], meta["small_split"])
