@@ -86,12 +86,17 @@ FULL_ONLY_TESTS = frozenset({
     # siblings: test_gaussian_domination.py's test_published_epsilon_near_two_is_above_rigorous_lower_bounds[1.6, 1.9]
     "test_soundness_sweep.py::test_published_epsilon_delta_and_tradeoff_are_above_the_oracle_at_every_shape[beta1.9986-p1.9986-d100]",
     # the contour Base in the library (siblings named as ..._quick, or beside each)
-    "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent",
-    "test_ball_contour.py::test_shipped_data_is_what_export_writes",
+    "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[2.5]",
+    "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[2.2]",
+    "test_ball_contour.py::test_shipped_data_is_what_export_writes[2.5]",
+    "test_ball_contour.py::test_shipped_data_is_what_export_writes[2.2]",
     # sibling: test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
     "test_ball_contour.py::test_fallback_table_is_the_moments_table_bit_for_bit",
-    # sibling: the same test at (0.2, 5)
-    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1]",
+    # sibling: the same test at (0.2, 5, 2.5)
+    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.5]",
+    # sibling: the same test at β = 2.5 (the β = 2.2 data: also test_float_error_rate_..._quick[2.2])
+    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.2]",
+    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[0.2-5-2.2]",
     # siblings: test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick (K_float ≥ K_Arb), the oracle
     "test_ball_contour.py::test_contour_table_is_above_the_arb_contour_table",
 })

@@ -30,8 +30,13 @@ from opacus_gg.accountants.history import PairSegment
 from benchmark_modules import BENCHMARKS, load_benchmark
 
 cb = load_benchmark("contour_base")
-DATA = ball_contour.load_contour_data(2.5)
-ROW_FILES = [str(BENCHMARKS / "data" / f"c3_rows_c{c}.json") for c in ("1.2", "2", "4")]
+#: the shipped β (the C3 rows each file is exported from): 2.5, and 2.2 (docs "β = 2.2, p = 2: what it takes")
+BETAS = (2.5, 2.2)
+ROW_FILES_OF = {beta: [str(BENCHMARKS / "data" / f"c3_rows_{'' if beta == 2.5 else f'b{beta:g}_'}c{c}.json")
+                       for c in ("1.2", "2", "4")] for beta in BETAS}
+DATAS = {beta: ball_contour.load_contour_data(beta) for beta in BETAS}
+DATA = DATAS[2.5]
+ROW_FILES = ROW_FILES_OF[2.5]
 #: the Base-state width of ABOVE_TWO_SPEC at σ = 1 (ΔR < a_0²/4, a_0 = lat[0]) and of a coarse spec (a_0²)
 _DR = float(ball_prv._lattice(1.0, ABOVE_TWO_SPEC)[0]) ** 2 / 4.0
 #: ~30 intervals in (0, 1.2]: consecutive states of the default table (low, mid and top mass), wider ones, one wide
@@ -45,33 +50,36 @@ SMALL = TableSpec(a0=0.1, ratio_low=1.5, ratio_high=1.5, high_from=0.7, h=0.05, 
 
 
 #: C3's rows per c, as the tool reads them
-ROWS = {r.c: r for r in cb._row_files(ROW_FILES)}
+ROWS_OF = {beta: {r.c: r for r in cb._row_files(files)} for beta, files in ROW_FILES_OF.items()}
+ROWS = ROWS_OF[2.5]
 
 
 @functools.lru_cache(maxsize=None)
-def _decay(c: float):
-    """C4's constants at c (Arb, a few seconds each)."""
-    return cb.contour_decay.decay_constants(2.5, c, ROWS[c].a0)
+def _decay(c: float, beta: float = 2.5):
+    """C4's constants at (β, c) (Arb, a few seconds each)."""
+    return cb.contour_decay.decay_constants(beta, c, ROWS_OF[beta][c].a0)
 
 
-def _table(c: float) -> ball_contour.ContourRows:
-    return next(t for t in DATA.tables if t.c == c)
+def _table(c: float, beta: float = 2.5) -> ball_contour.ContourRows:
+    return next(t for t in DATAS[beta].tables if t.c == c)
 
 
-def _check_rates(cs, intervals) -> None:
+def _check_rates(beta, cs, intervals) -> None:
     for c in cs:
         for lo, hi in intervals:
-            ref = cb.error_rate(ROWS[c], _decay(c), lo, hi)
-            ours = ball_contour.error_rate(DATA, _table(c), lo, hi)
-            assert ref <= ours <= 1.01 * ref, (c, lo, hi, ours, ref)
+            ref = cb.error_rate(ROWS_OF[beta][c], _decay(c, beta), lo, hi)
+            ours = ball_contour.error_rate(DATAS[beta], _table(c, beta), lo, hi)
+            assert ref <= ours <= 1.01 * ref, (beta, c, lo, hi, ours, ref)
 
 
-def test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick():
-    _check_rates((2.0,), [(_DR, 2 * _DR), (0.16 - _DR, 0.16), (0.9975, 1.0), (0.01, 1.2)])
+@pytest.mark.parametrize("beta", BETAS)
+def test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick(beta):
+    _check_rates(beta, (2.0,), [(_DR, 2 * _DR), (0.16 - _DR, 0.16), (0.9975, 1.0), (0.01, 1.2)])
 
 
-def test_float_error_rate_is_above_the_arb_one_and_within_one_percent():
-    _check_rates((1.2, 2.0, 4.0), INTERVALS)
+@pytest.mark.parametrize("beta", BETAS)
+def test_float_error_rate_is_above_the_arb_one_and_within_one_percent(beta):
+    _check_rates(beta, (1.2, 2.0, 4.0), INTERVALS)
 
 
 def _arb_tail(t: ball_contour.ContourRows, R: float) -> arb:
@@ -83,36 +91,40 @@ def _arb_tail(t: ball_contour.ContourRows, R: float) -> arb:
     return total / arb.pi()
 
 
+@pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("c", [1.2, 2.0, 4.0])
-def test_float_tail_is_above_the_arb_tail_and_tight(c):
+def test_float_tail_is_above_the_arb_tail_and_tight(c, beta):
     old = ctx.prec
     ctx.prec = 200
     try:
         for R in (1e-4, _DR, 0.01, 0.16, 0.5, 1.0, 1.2):
-            ref = _arb_tail(_table(c), R)
-            ours = ball_contour.tail_rate(_table(c), R)
+            ref = _arb_tail(_table(c, beta), R)
+            ours = ball_contour.tail_rate(_table(c, beta), R)
             assert ref.upper() <= arb(ours) and ours <= float(ref.upper()) * (1 + 1e-12), (c, R, ours, ref)
     finally:
         ctx.prec = old
 
 
-def test_shipped_data_is_what_export_writes_quick():
+@pytest.mark.parametrize("beta", BETAS)
+def test_shipped_data_is_what_export_writes_quick(beta):
     # the rows, Λ_c, I_β's ends and a few κ of C4 recomputed (the full export: the slow sibling)
     for c in (1.2, 2.0, 4.0):
-        t, r = _table(c), ROWS[c]
+        t, r = _table(c, beta), ROWS_OF[beta][c]
         assert all(np.array_equal(getattr(t, k), getattr(r, k)) for k in ("y_lo", "y_hi", "rho", "lam"))
-        assert t.log_moment_rate == cb.contour_decay.log_moment_rate(c, 2.5, r.a0)
-    t = _table(2.0)
+        assert t.log_moment_rate == cb.contour_decay.log_moment_rate(c, beta, r.a0)
+    t = _table(2.0, beta)
     for i in (0, 1, 50, len(t.tail_y) - 1):
-        assert t.tail_kappa[i] == cb.contour_decay.kappa_lower(_decay(2.0), float(t.tail_y[i]), y_end=cb.TAIL_END)
-    i_b = cb.fisher(2.5)
-    assert DATA.fisher_lower == cb.contour_decay._down(i_b) and DATA.fisher_upper == cb._up(i_b)
+        assert t.tail_kappa[i] == cb.contour_decay.kappa_lower(_decay(2.0, beta), float(t.tail_y[i]),
+                                                               y_end=cb.TAIL_END)
+    i_b = cb.fisher(beta)
+    assert DATAS[beta].fisher_lower == cb.contour_decay._down(i_b) and DATAS[beta].fisher_upper == cb._up(i_b)
 
 
-def test_shipped_data_is_what_export_writes():
-    with open(cb.export_path(2.5)) as fh:
+@pytest.mark.parametrize("beta", BETAS)
+def test_shipped_data_is_what_export_writes(beta):
+    with open(cb.export_path(beta)) as fh:
         shipped = json.load(fh)
-    assert cb.export_data(cb._row_files(ROW_FILES), ROW_FILES) == shipped
+    assert cb.export_data(cb._row_files(ROW_FILES_OF[beta]), ROW_FILES_OF[beta]) == shipped
 
 
 def _raw() -> dict:
@@ -190,11 +202,12 @@ def _eps(tab, q, steps, delta):
     return max(_compose_tight([seg], delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add"))
 
 
+@pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("q,steps", [(1.0, 1), (0.2, 5)])
-def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps):
-    """β = 2.5, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's rigorous
-    lower bounds for one, two, eight and 32 equal coordinates (δ = 10⁻³), and ≤ the U, V table's ε."""
-    beta, sigma, delta = 2.5, 2.0, 1e-3
+def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps, beta):
+    """β ∈ {2.5, 2.2}, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's
+    rigorous lower bounds for one, two, eight and 32 equal coordinates (δ = 10⁻³), and ≤ the U, V table's ε."""
+    sigma, delta = 2.0, 1e-3
     tab = build_table(1.0 / sigma, beta, 2.0, SMALL)
     assert tab.base.startswith("contour Base (")
     eps = _eps(tab, q, steps, delta)

@@ -26,8 +26,8 @@ from opacus_gg import GGPrivacyEngine, GGPRVAccountant
 from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
-from opacus_gg.accountants.ball_prv import (ABOVE_TWO_SPEC, NEAR_TWO_SPEC, Swapped, TableSpec, _Grid, _lattice,
-                                            ball_table, base_gaussian_rate, base_log_moment_rates, base_pair,
+from opacus_gg.accountants.ball_prv import (ABOVE_TWO_SPEC, NEAR_ABOVE_TWO_SPEC, NEAR_TWO_SPEC, Swapped, TableSpec,
+                                            _Grid, _lattice, ball_table, base_gaussian_rate, base_log_moment_rates, base_pair,
                                             build_table, default_spec, envelope_pair, loss_grid,
                                             mean_variance_bound, moment_curve_bound, table_applies)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
@@ -171,6 +171,9 @@ def test_default_spec_is_finer_in_mass_near_p_two_and_tables_stop_at_p_max():
     assert not table_applies(2.01, None, 3.0) and not table_applies(2.0, 1.0, 3.0)
     assert default_spec(2.0, 3.0) == default_spec(1.7, 2.5) == ABOVE_TWO_SPEC and default_spec(1.5, 3.0) == TableSpec()
     assert default_spec(1.8, 2.0) == NEAR_TWO_SPEC
+    # 2 < β < 2.5 near p = 2: the mass step halved (docs/accounting.md, "β = 2.2, p = 2: what it takes")
+    assert default_spec(2.0, 2.2) == default_spec(1.7, 2.4999) == NEAR_ABOVE_TWO_SPEC != ABOVE_TWO_SPEC
+    assert NEAR_ABOVE_TWO_SPEC.mass_split == 2 * ABOVE_TWO_SPEC.mass_split and default_spec(1.5, 2.2) == TableSpec()
     for bad in (0, 2.0, -1):
         with pytest.raises(ValueError, match="mass_split"):
             TableSpec(mass_split=bad)
