@@ -27,8 +27,8 @@ from opacus_gg.accountants import api, composition, solver
 from opacus_gg.accountants.api import (_compose_tight, _validate_errors, compute_epsilon, proven_epsilon_history,
                                        validate_ball_bound)
 from opacus_gg.accountants.ball_prv import (ABOVE_TWO_SPEC, NEAR_ABOVE_TWO_SPEC, NEAR_TWO_SPEC, Swapped, TableSpec,
-                                            _Grid, _lattice, ball_table, base_gaussian_rate, base_log_moment_rates, base_pair,
-                                            build_table, default_spec, envelope_pair, loss_grid,
+                                            _Grid, _lattice, ball_table, base_gaussian_rate, base_log_moment_rates,
+                                            base_pair, build_table, default_spec, envelope_pair, loss_grid,
                                             mean_variance_bound, moment_curve_bound, table_applies)
 from opacus_gg.accountants.checks import AccountingError, mass_budget
 from opacus_gg.accountants.discretization import lower_hull
