@@ -37,14 +37,13 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .checks import UNIT_ROUNDOFF, AccountingError
+from .checks import LEAST_SUBNORMAL, UNIT_ROUNDOFF, AccountingError
 from .gg_pair import GGPair
 
 __all__ = ["ContourRows", "ContourData", "parse_contour_data", "load_contour_data", "contour_data", "contour_applies", "error_rate",
            "tail_rate", "contour_error", "gaussian_limit_curve", "ContourBase", "MIN_CELLS"]
 
 u = UNIT_ROUNDOFF
-_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
 #: the contour values are taken in the Base states of 2-mass ≥ MIN_CELLS·a_0² (a_0 = the table's lat[0]) that have
 #: a state below them (Lemma C2's recursion); below, U and V alone (the error does not vanish as R' → 0)
 MIN_CELLS = 1.0
@@ -182,7 +181,7 @@ def _exp_up(x, k: int):
     (exp's absolute error below the normal range). Overflow gives +∞ (a valid upper bound)."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore"):
-        return np.exp(x + (k + 2) * u * np.abs(x)) * (1.0 + 4.0 * u) + 2.0 * _SUBNORMAL
+        return np.exp(x + (k + 2) * u * np.abs(x)) * (1.0 + 4.0 * u) + 2.0 * LEAST_SUBNORMAL
 
 
 def _gauss_integral_up(s2: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:

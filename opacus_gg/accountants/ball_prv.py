@@ -48,7 +48,7 @@ from ..validation import validate_beta, validate_positive
 from . import table_cache
 from .ball_contour import ContourBase, contour_applies, contour_data
 from .ball_rdp import log_moment_uppers, quadratic_coefficient
-from .checks import UNIT_ROUNDOFF, AccountingError, check_finite
+from .checks import LEAST_SUBNORMAL, UNIT_ROUNDOFF, AccountingError, check_finite
 from .discrete import DiscretePair, count_below, first_above, read_roundoff, tie_mismatch
 from .discretization import ctd_pmf
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
@@ -321,9 +321,6 @@ def base_gaussian_rate(a0: float, beta: float, p: float) -> Optional[float]:
     return gaussian_domination_constant(beta) * a0 ** (1.0 - p / 2.0) * (1.0 + 1e-12)
 
 
-_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
-
-
 def moment_curve_bound(R: float, rates: np.ndarray, orders: Sequence[int], log_alpha: np.ndarray) -> np.ndarray:
     r"""U(α) = min_j e^{RΛ_j}(j−1)^{j−1}/(j^j α^{j−1}), capped at 1, rounded up (Lemma T3): the exponent
     S + log c_j − (j − 1)·log α (S = R·Λ_j, log c_j = (j−1)log(j−1) − j log j) carries ≤ 4u(|S| + |log c_j| +
@@ -340,7 +337,7 @@ def moment_curve_bound(R: float, rates: np.ndarray, orders: Sequence[int], log_a
     # + twice the smallest subnormal: below the normal range exp and the products err absolutely; an exponent past
     # float range gives +inf, a valid upper bound that the cap at 1 then replaces (so no overflow warning)
     with np.errstate(over="ignore"):
-        up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL
+        up = np.exp(arg) * (np.expm1(slack) + 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0 * LEAST_SUBNORMAL
     return np.minimum(np.min(up, axis=0), 1.0)
 
 
@@ -358,7 +355,7 @@ def mean_variance_bound(R: float, rate2: float, log_alpha: np.ndarray) -> np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         above = 0.5 * v / (root + y)
     out = np.where(x >= 0, above, 0.5 * (y + root))
-    return np.minimum(out * (1.0 + 16.0 * UNIT_ROUNDOFF) + 2.0 * _SUBNORMAL, 1.0)
+    return np.minimum(out * (1.0 + 16.0 * UNIT_ROUNDOFF) + 2.0 * LEAST_SUBNORMAL, 1.0)
 
 
 def base_values(R: float, rates: np.ndarray, orders: Sequence[int], t: np.ndarray, grid: Optional[_Grid] = None,

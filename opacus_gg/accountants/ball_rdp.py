@@ -35,7 +35,7 @@ from ..validation import shift_radius, validate_delta
 from .count_query import count_log_moments
 from .history import Segment, normalize_history
 from .report import EpsilonReport
-from .checks import AccountingError
+from .checks import LEAST_SUBNORMAL, AccountingError
 from .shapes import radius_power
 
 __all__ = [
@@ -79,7 +79,6 @@ _K_GRADE_LEVELS = 10  # [0, 3^{-10}] takes the monotone bound, then subintervals
 _K_TAIL_U = 60.0  # the body ends where u = X^β/(2β) ≥ this (beyond: the closed-form tail)
 _k_cache: Dict[Tuple[int, float, float], float] = {}
 _PEAK_CHECK = 4  # :func:`_k_peak` reads its bisection's convergence every this many steps
-_LEAST_SUBNORMAL = 5e-324
 
 
 def quadratic_coefficient(j: int, a_s: float, beta: float) -> float:
@@ -151,7 +150,7 @@ def _k_peak(ja: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
             mid = 0.5 * (lo + hi)
             if not ((lo < mid) & (mid < hi)).any():
                 break
-        hi[hi == 0.0] = _LEAST_SUBNORMAL
+        hi[hi == 0.0] = LEAST_SUBNORMAL
     return hi
 
 

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-__all__ = ["AccountingError", "LossBeyondGrid", "check_finite", "check_pmf", "mass_budget", "UNIT_ROUNDOFF", "fft_eta",
-           "fft_convolution_error"]
+__all__ = ["AccountingError", "LossBeyondGrid", "check_finite", "check_pmf", "mass_budget", "UNIT_ROUNDOFF",
+           "LEAST_SUBNORMAL", "fft_eta", "fft_convolution_error"]
 
 
 class AccountingError(ArithmeticError):
@@ -57,6 +57,8 @@ def check_pmf(pmf: np.ndarray, what: str, *, mass_budget: float, inf_mass: float
 
 #: unit round-off of float64
 UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2.0
+#: the least positive float64, 2⁻¹⁰⁷⁴ (a result below the normal range errs by up to this, absolutely)
+LEAST_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
 #: relative error of one complex product fl(z·w) in float64: √2·γ₂ (Higham, Lemma 3.5), γ₂ = 2u/(1 − 2u)
 COMPLEX_PRODUCT_ROUNDOFF = math.sqrt(2.0) * 2.0 * UNIT_ROUNDOFF / (1.0 - 2.0 * UNIT_ROUNDOFF)
 
