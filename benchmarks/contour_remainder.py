@@ -87,7 +87,7 @@ def enclose(beta: float, c: float, a: arb, y: arb, kinds: Sequence[str] = ("phi"
     |cosh(wℓ)|, |sinh(wℓ)| ≤ e^{(c−½)|ℓ|}, |ℓ| ≤ a_+(v + a_+)^{β−1}, M ≥ v^β/β (convexity), |∂_aℓ|, 2|∂_aM| ≤
     (v + a_+)^{β−1}: each ≤ (2/Z)K(v + a_+)^{p}e^{−v^β/β + (c−½)a_+(v+a_+)^{β−1}} with (K, p) = (1, β − 1), (a_+, β − 1),
     (w_+ + ½, β − 1), (a_+², 2β − 2), (1 + a_+/2 + w_+a_+, 2β − 2), (w_+² + w_+ + ¼ + (β − 1)(w_+ + 1)/4, 2β − 2)
-    (|∂_a²ℓ|, 2|∂_a²M| ≤ (β − 1)(v + a_+)^{β−2}/4; v + a_+ ≥ 1: lower powers are below higher ones)."""
+    (|∂_a²ℓ|, |∂_a²M| ≤ (β − 1)(v + a_+)^{β−2}/4; v + a_+ ≥ 1: lower powers are below higher ones)."""
     g = _Ball(beta, c, 0.0)  # β, log Z and the principal-branch power; its a_0 (the tilt's) is not used here
     b, b1 = g.b, g.b1
     S = _cut(beta)

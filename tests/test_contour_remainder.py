@@ -310,3 +310,47 @@ def test_committed_rows_cover_every_shift_and_reproduce_their_small_shift_part(p
         for r in (rows[0], rows[len(rows) // 3]):
             assert (r["rho_small"], r["lam_small"]) == cr.small_bound(beta, c, meta["a_min"], r["y_lo"], r["y_hi"],
                                                                       meta["small_split"], meta["small_split"])
+
+
+def _integrands(beta, c, y, a, s):
+    """The six symmetric-form integrands (without 2/Z) at v = a/2 + s, in complex floats, typed from Lemma Z1's
+    formulas (not from `enclose`): P = s + a, N = s, σ = +1."""
+    P, N, w = s + a, s, complex(c - 0.5, y)
+    M, ell = (P ** beta + N ** beta) / (2 * beta), (P ** beta - N ** beta) / beta
+    d_ell, d_m = (P ** (beta - 1) + N ** (beta - 1)) / 2, (P ** (beta - 1) - N ** (beta - 1)) / 4
+    dd_ell, dd_m = (beta - 1) * (P ** (beta - 2) - N ** (beta - 2)) / 4, (beta - 1) * (P ** (beta - 2) + N ** (beta - 2)) / 8
+    e, sh, ch = np.exp(-M), np.sinh(w * ell), np.cosh(w * ell)
+    return {"phi": e * ch, "z": e * ell * sh, "zz": e * ell * ell * ch, "a": e * (w * sh * d_ell - ch * d_m),
+            "za": e * ((sh + w * ell * ch) * d_ell - ell * sh * d_m),
+            "aa": e * (ch * (w * w * d_ell ** 2 + d_m ** 2 - dd_m) + w * sh * (dd_ell - 2 * d_ell * d_m))}
+
+
+@pytest.mark.parametrize("beta", [2.2, 2.5, 3.0])
+def test_tail_majorants_of_lemma_z1_hold_for_every_integrand_and_the_second_derivatives_bound(beta):
+    """The tail beyond v = a/2 + S (docs, Lemma Z1): with P = s + a, N = s (s ≥ S), |ℓ| ≤ aP^{β−1}, M ≥ s^β/β,
+    |ℓ'|, 2|M'| ≤ P^{β−1} and |ℓ''|, |M''| ≤ (β − 1)P^{β−2}/4 (not 2|M''|: at s ≫ a, M'' → (β − 1)P^{β−2}/4), so
+    each integrand is ≤ K·P^p·e^{−s^β/β + (c−½)aP^{β−1}} with `enclose`'s (K, p); sampled at s from S to S + 6."""
+    S = cr._cut(beta)
+    b1 = beta - 1
+    worst_dd_m = 0.0
+    for c in (1.2, 2.0, 4.0):
+        for y in (0.0, 1.0, 10.0, 40.0):
+            w_up = abs(complex(c - 0.5, y))
+            for a in (1e-4, 0.01, 0.05, 0.1):
+                K = {"phi": (1.0, b1), "z": (a, b1), "a": (w_up + 0.5, b1), "zz": (a * a, 2 * b1),
+                     "za": (1 + a / 2 + w_up * a, 2 * b1),
+                     "aa": (w_up * w_up + w_up + 0.25 + b1 * (w_up + 1) / 4, 2 * b1)}
+                for s in S + np.array([0.0, 0.01, 0.5, 2.0, 6.0]):
+                    P, N = s + a, s
+                    ell = (P ** beta - N ** beta) / beta
+                    assert ell <= a * P ** b1 and (P ** beta + N ** beta) / (2 * beta) >= s ** beta / beta
+                    assert (P ** b1 + N ** b1) / 2 <= P ** b1 and (P ** b1 - N ** b1) / 2 <= P ** b1
+                    dd_m = b1 * (P ** (beta - 2) + N ** (beta - 2)) / 8
+                    assert b1 * (P ** (beta - 2) - N ** (beta - 2)) / 4 <= b1 * P ** (beta - 2) / 4
+                    assert dd_m <= b1 * P ** (beta - 2) / 4
+                    worst_dd_m = max(worst_dd_m, dd_m / (b1 * P ** (beta - 2) / 4))
+                    log_env = -s ** beta / beta + (c - 0.5) * a * P ** b1
+                    for kind, f in _integrands(beta, c, y, a, s).items():
+                        k, p = K[kind]
+                        assert math.log(abs(f)) <= math.log(k) + p * math.log(P) + log_env + 1e-9, (kind, c, y, a, s)
+    assert worst_dd_m > 0.5  # so "2|M''| ≤ (β − 1)P^{β−2}/4" would be false at these points
