@@ -89,7 +89,7 @@ def run(s: Setting, refine_to: Optional[float], built: set) -> dict:
     """One row: build (or reuse) the table of (β, p, σ) at the API's spec for p (``refine_to`` replaced where
     given), then the table's ε and the reports."""
     row = {"setting": s}
-    spec = default_spec(s.p, s.beta)
+    spec = default_spec(s.p, s.beta, 1.0 / s.sigma)
     spec = spec if refine_to is None else dataclasses.replace(spec, refine_to=refine_to)
     key = (s.beta, s.p, s.sigma)
     if not table_applies(s.p, None, s.beta):
@@ -260,9 +260,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         for s in settings:
             print_sweep(s)
         return
-    specs = sorted({default_spec(s.p, s.beta) for s in settings}, key=lambda sp: (sp.mass_split, sp.tail or 0.0))
+    specs = sorted({default_spec(s.p, s.beta, 1.0 / s.sigma) for s in settings}, key=lambda sp: (sp.mass_split, sp.tail or 0.0))
     shown = [{**dataclasses.asdict(sp), "orders": f"{min(sp.orders)}..{max(sp.orders)}"} for sp in specs]
-    print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec (default_spec(p, beta)) {shown}, refine_to "
+    print(f"ball table vs equal-spread PRV vs Rényi bound; TableSpec (default_spec(p, beta, 1/sigma)) {shown}, refine_to "
           f"{args.refine_to or 'default'}; table eps = max over remove/add; peak RSS before any table "
           f"{_peak_mib():.0f} MiB")
     print("| beta | p | sigma | q | T | d | delta | table | eq-spread | eq-lower | 1-coord lower | renyi | gaussian |"

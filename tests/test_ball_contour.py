@@ -30,8 +30,8 @@ from opacus_gg.accountants.history import PairSegment
 from benchmark_modules import BENCHMARKS, load_benchmark
 
 cb = load_benchmark("contour_base")
-#: the shipped β (the C3 rows each file is exported from): 2.5, and 2.2 (docs "β = 2.2, p = 2: what it takes")
-BETAS = (2.5, 2.2)
+#: the shipped β (the C3 rows each file is exported from): 2.5, 2.2 (docs "β = 2.2, p = 2: what it takes") and 3
+BETAS = (2.5, 2.2, 3.0)
 ROW_FILES_OF = {beta: [str(BENCHMARKS / "data" / f"c3_rows_{'' if beta == 2.5 else f'b{beta:g}_'}c{c}.json")
                        for c in ("1.2", "2", "4")] for beta in BETAS}
 DATAS = {beta: ball_contour.load_contour_data(beta) for beta in BETAS}
@@ -155,12 +155,12 @@ def test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
     ok, why = ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC)
     assert isinstance(ok, ball_contour.ContourBase) and why.startswith("contour Base (beta = 2.5")
     # σ < 1/2: the Base cell 0.1m/2 exceeds the data's a_0 = 0.1; β without a file; p < 2; β ≤ 2; off
-    for args, reason in (((1 / 0.4, 2.5, 2.0), "exceeds the data's a_0"), ((1.0, 3.0, 2.0), "no data shipped"),
+    for args, reason in (((1 / 0.4, 2.5, 2.0), "exceeds the data's a_0"), ((1.0, 2.75, 2.0), "no data shipped"),
                          ((1.0, 2.5, 1.5), "clip_norm_p = 1.5"), ((1.0, 1.5, 2.0), "beta <= 2")):
         none, why = ball_prv.table_base(*args, ABOVE_TWO_SPEC)
         assert none is None and reason in why, why
     assert ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC, contour_base=False)[0] is None
-    assert ball_contour.load_contour_data(3.0) is None
+    assert ball_contour.load_contour_data(2.75) is None
 
 
 def test_fallback_table_is_the_moments_table_bit_for_bit():
@@ -205,7 +205,7 @@ def _eps(tab, q, steps, delta):
 @pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("q,steps", [(1.0, 1), (0.2, 5)])
 def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps, beta):
-    """β ∈ {2.5, 2.2}, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's
+    """β ∈ {2.5, 2.2, 3}, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's
     rigorous lower bounds for one, two, eight and 32 equal coordinates (δ = 10⁻³), and ≤ the U, V table's ε."""
     sigma, delta = 2.0, 1e-3
     tab = build_table(1.0 / sigma, beta, 2.0, SMALL)

@@ -239,37 +239,42 @@ def test_power_disc_contains_every_power_near_zero_and_leaves_half_integers_to_a
                                         for p, q in ((ours.real, arbs.real), (ours.imag, arbs.imag)))
 
 
+@pytest.mark.parametrize("beta", [NEAR, 3.0])
 @pytest.mark.parametrize("c,y,a", [(2.0, 0.0, 0.1), (1.2, 20.0, 0.03), (4.0, 3.0, 0.00625)])
-def test_symmetric_form_at_beta_2_2_encloses_the_plain_form(c, y, a):
-    (phi,) = cr.enclose(NEAR, c, arb(a), arb(y), kinds=("phi",))
-    ref, err = _phi(c, y, a, NEAR)
+def test_symmetric_form_at_beta_2_2_and_3_encloses_the_plain_form(c, y, a, beta):
+    (phi,) = cr.enclose(beta, c, arb(a), arb(y), kinds=("phi",))
+    ref, err = _phi(c, y, a, beta)
     for part, want in ((phi.real, ref.real), (phi.imag, ref.imag)):
         assert cr._down(part) - err - 1e-12 <= want <= cr._up(part) + err + 1e-12
     assert float(phi.rad()) <= 1e-6
 
 
+@pytest.mark.parametrize("beta", [NEAR, 3.0])
 @pytest.mark.parametrize("c,y", [(2.0, 0.0), (1.2, 30.0)])
-def test_fourth_a_derivative_at_beta_2_2_encloses_the_moment_form_at_zero(c, y):
+def test_fourth_a_derivative_at_beta_2_2_and_3_encloses_the_moment_form_at_zero(c, y, beta):
     # Lemma Z3 at β = 2.2: F, G are C² (h'' = 1.2|x|^0.2 is continuous), 𝒜, ℬ carry t^0.2 (bounded at 0), and the
-    # moments E|X|^{2β−4} = E|X|^0.4 etc. are finite; the ball at a = 0 (the a-ball's (a/2)^e are discs) holds it
-    ball = cr.enclose_phi4(NEAR, c, arb(0), arb(y))
-    want = _moments_phi4_at_zero(complex(c, y), NEAR)
+    # moments E|X|^{2β−4} = E|X|^0.4 etc. are finite; the ball at a = 0 (the a-ball's (a/2)^e are discs) holds it;
+    # at β = 3 h'' = 2|x| and every power is an integer one
+    ball = cr.enclose_phi4(beta, c, arb(0), arb(y))
+    want = _moments_phi4_at_zero(complex(c, y), beta)
     assert cr._down(ball.real) <= want.real <= cr._up(ball.real)
     assert cr._down(ball.imag) <= want.imag <= cr._up(ball.imag)
     assert float(ball.rad()) <= 1e-6 * max(1.0, abs(want))
 
 
+@pytest.mark.parametrize("beta", [NEAR, 3.0])
 @pytest.mark.parametrize("c,a_lo,a_hi,y_lo,y_hi", [(2.0, 0.095, 0.1, 5.0, 5.25), (4.0, 0.00625, 0.0065, 0.0, 0.2)])
-def test_cell_bound_at_beta_2_2_is_above_the_sampled_remainder(c, a_lo, a_hi, y_lo, y_hi):
-    rho, lam, mid = cr.cell_bound(NEAR, c, a_lo, a_hi, y_lo, y_hi)
-    samples = [_remainder(c, y, a, NEAR) for a in np.linspace(a_lo, a_hi, 3) for y in np.linspace(y_lo, y_hi, 3)]
+def test_cell_bound_at_beta_2_2_and_3_is_above_the_sampled_remainder(c, a_lo, a_hi, y_lo, y_hi, beta):
+    rho, lam, mid = cr.cell_bound(beta, c, a_lo, a_hi, y_lo, y_hi)
+    samples = [_remainder(c, y, a, beta) for a in np.linspace(a_lo, a_hi, 3) for y in np.linspace(y_lo, y_hi, 3)]
     assert rho >= max(s[0] for s in samples) and lam >= max(s[1] for s in samples)
     assert mid <= max(s[0] for s in samples) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("beta", [NEAR, 3.0])
 @pytest.mark.parametrize("c,y_lo,y_hi", [(2.0, 0.0, 0.2), (4.0, 1.628, 2.06), (1.2, 19.581, 21.543)])
-def test_small_shift_bound_at_beta_2_2_is_above_the_sampled_remainder(c, y_lo, y_hi):
-    misses, ratio = _z3_misses(c, y_lo, y_hi, NEAR)
+def test_small_shift_bound_at_beta_2_2_and_3_is_above_the_sampled_remainder(c, y_lo, y_hi, beta):
+    misses, ratio = _z3_misses(c, y_lo, y_hi, beta)
     assert not misses
     assert ratio <= 4.0
 
@@ -291,9 +296,10 @@ def test_rows_file_covers_every_shift_and_round_trips(tmp_path):
         cr.load_rows(str(path))
 
 
-#: the committed rows files and their β (β = 2.5: c3_rows_c*.json; β = 2.2: c3_rows_b2.2_c*.json)
+#: the committed rows files and their β (β = 2.5: c3_rows_c*.json; β = 2.2 / 3: c3_rows_b2.2_c*.json / c3_rows_b3_c*.json)
 ROWS_FILES = ([(p, BETA) for p in sorted((_BENCH / "data").glob("c3_rows_c*.json"))]
-              + [(p, NEAR) for p in sorted((_BENCH / "data").glob("c3_rows_b2.2_c*.json"))])
+              + [(p, NEAR) for p in sorted((_BENCH / "data").glob("c3_rows_b2.2_c*.json"))]
+              + [(p, 3.0) for p in sorted((_BENCH / "data").glob("c3_rows_b3_c*.json"))])
 
 
 @pytest.mark.parametrize("path,beta", ROWS_FILES, ids=lambda p: getattr(p, "name", str(p)))

@@ -359,9 +359,15 @@ def _publish_if_smaller(report: EpsilonReport, eps: float, method: str, details:
                                epsilon_equal_spreads=spreads if spreads is not None and spreads < eps else None)
 
 
+def _table_args(s: Segment, spec: Optional[TableSpec]) -> Tuple[float, float, float, TableSpec]:
+    """(m, β, p, spec) of a segment's ball table (``spec`` None: :func:`.ball_prv.default_spec` of its p, β and m)."""
+    m = shift_radius(s.noise_multiplier)
+    return m, s.beta, s.clip_norm_p, default_spec(s.clip_norm_p, s.beta, m) if spec is None else spec
+
+
 def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> Optional[list]:
     """The history with every segment the PRV does not certify replaced by its ball table's pair
-    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p and β;
+    (:class:`.history.PairSegment`, round-off C attached; ``spec`` None: :func:`.ball_prv.default_spec` of its p, β and m;
     p > 2 at d ≤ 32: the count table of :mod:`.ball_count`, at :data:`COUNT_SPEC`); None where a segment is outside
     both tables (p > 1.8 at β ≤ 2 up to p = 2, p > 2 at d > 32, a count query)."""
     out = []
@@ -369,8 +375,7 @@ def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> 
         if is_certified(s.beta, s.dim, s.clip_norm_p):
             out.append(s)
         elif table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta):
-            tab = ball_table(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p,
-                             default_spec(s.clip_norm_p, s.beta) if spec is None else spec)
+            tab = ball_table(*_table_args(s, spec))
             out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
         elif count_table_applies(s.clip_norm_p, s.count_noise_multiplier, s.dim):
             tab = count_table(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p, s.dim,
@@ -420,9 +425,7 @@ def _table_or_none(segs: Sequence[Segment], delta: float, eps_error: float, delt
 def _ball_table_bases(segs: Sequence[Segment], spec: Optional[TableSpec]) -> list:
     """Which Base each segment's ball table used and why (:func:`.ball_prv.table_base`: the contour Base where it
     applies, else min(U, V)), for the segments :func:`_ball_table_segments` replaces by a ball table."""
-    return [table_base(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p,
-                       default_spec(s.clip_norm_p, s.beta) if spec is None else spec)[1]
-            for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)
+    return [table_base(*_table_args(s, spec))[1] for s in segs if not is_certified(s.beta, s.dim, s.clip_norm_p)
             and table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta)]
 
 

@@ -58,6 +58,7 @@ __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "b
            "table_base", "moment_curve_bound",
            "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
            "default_spec", "NEAR_TWO_SPEC", "ABOVE_TWO_SPEC", "NEAR_ABOVE_TWO_SPEC", "FINE_MASS_BELOW_BETA",
+           "CONTOUR_CELL_GROWTH_MAX",
            "mean_variance_bound"]
 
 
@@ -169,15 +170,30 @@ FINE_MASS_BELOW_BETA = 2.5
 NEAR_ABOVE_TWO_SPEC = replace(ABOVE_TWO_SPEC, mass_split=8)
 
 
-def default_spec(clip_norm_p: float, beta: float = 2.0) -> TableSpec:
-    """The spec ``ball_bound="table"`` builds at ``clip_norm_p`` and ``beta``: TableSpec() up to
+#: the contour Base's cell grows with σ up to this many times the spec's a_0 (:func:`default_spec`; a_0 ≤ 0.5m)
+CONTOUR_CELL_GROWTH_MAX = 5.0
+
+
+def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> TableSpec:
+    r"""The spec ``ball_bound="table"`` builds at ``clip_norm_p``, ``beta`` and m = 1/σ: TableSpec() up to
     :data:`FINE_MASS_FROM_P`, above it :data:`NEAR_TWO_SPEC` (β ≤ 2), :data:`NEAR_ABOVE_TWO_SPEC`
-    (2 < β < :data:`FINE_MASS_BELOW_BETA`) or :data:`ABOVE_TWO_SPEC`."""
+    (2 < β < :data:`FINE_MASS_BELOW_BETA`) or :data:`ABOVE_TWO_SPEC`; at p = 2, σ > 1 and a β with contour data
+    (:mod:`.ball_contour`) that spec with the Base cell held at the data's absolute a_0 (0.1): a0 → a0/f and the
+    mass split → ⌈split/f²⌉, f = max(m, 1/:data:`CONTOUR_CELL_GROWTH_MAX`), so the p-mass step stays the same
+    fraction of m² while fewer coordinates sit above the Base cell (each is charged up to one mass step: at σ ≥ 2
+    the spread shapes come within 10 % of the one coordinate and that charge was the excess; docs/accounting.md
+    "Large σ: the Base cell in absolute units"). Any spec gives a proven table; this one is a choice of cost and
+    tightness."""
     if clip_norm_p <= FINE_MASS_FROM_P:
         return TableSpec()
     if beta <= 2.0:
         return NEAR_TWO_SPEC
-    return NEAR_ABOVE_TWO_SPEC if beta < FINE_MASS_BELOW_BETA else ABOVE_TWO_SPEC
+    spec = NEAR_ABOVE_TWO_SPEC if beta < FINE_MASS_BELOW_BETA else ABOVE_TWO_SPEC
+    if not (m < 1.0 and clip_norm_p == 2.0 and contour_data(float(beta)) is not None):
+        return spec
+    f = max(m, 1.0 / CONTOUR_CELL_GROWTH_MAX)
+    # a_0·m ≤ the data's a_0 (= spec.a0 = 0.1 absolute at f = m) kept strictly, so the contour Base applies
+    return replace(spec, a0=spec.a0 / f * (1.0 - 1e-9), mass_split=int(math.ceil(spec.mass_split / (f * f) - 1e-9)))
 
 
 def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float], beta: float = 2.0) -> bool:
@@ -472,7 +488,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
                 contour_base: Union[bool, ContourBase] = True) -> BallTable:
     r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
     previous column at the same mass and its own column at a smaller mass, so two columns are kept); ``spec``
-    None: :func:`default_spec` of (p, β); the Base states by :func:`base_states`, with the contour Base where
+    None: :func:`default_spec` of (p, β, m); the Base states by :func:`base_states`, with the contour Base where
     :func:`table_base` says it applies (``contour_base=False``: never; a :class:`.ball_contour.ContourBase`: that
     one, e.g. the research tool's Arb K_c)."""
     t0 = time.perf_counter()
@@ -480,7 +496,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     beta = validate_beta(beta)
     if not 1.0 <= p <= 2.0:
         raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
-    spec = default_spec(p, beta) if spec is None else spec
+    spec = default_spec(p, beta, m) if spec is None else spec
     t = loss_grid(m, spec, beta)
     lat = _lattice(m, spec)
     r_top = m ** p
@@ -529,8 +545,8 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
 def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None) -> BallTable:
     """:func:`build_table`, kept for the process (one table per (β, p, σ, spec)) and on disk across processes
     (:mod:`.table_cache`: keyed by the exact parameters, the spec and the code; read back through the pair's own
-    checks); ``spec`` None: :func:`default_spec` of (p, β)."""
-    spec = default_spec(p, beta) if spec is None else spec
+    checks); ``spec`` None: :func:`default_spec` of (p, β, m)."""
+    spec = default_spec(p, beta, m) if spec is None else spec
     return table_cache.load_or_build(
         table_cache.table_key(m, beta, p, spec), lambda: build_table(m, beta, p, spec),
         lambda top, roundoff, states, seconds: BallTable(top, roundoff, m, beta, p, spec, states, seconds,
