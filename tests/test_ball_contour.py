@@ -19,7 +19,7 @@ import pytest
 from flint import arb, ctx
 
 from lower_bound_oracle import epsilon_lower
-from opacus_gg.accountants import ball_contour, ball_prv
+from opacus_gg.accountants import ball_contour, ball_prv, spreads
 from opacus_gg.accountants.api import _compose_tight, _validate_errors
 from opacus_gg.accountants.ball_contour import parse_contour_data
 from opacus_gg.accountants.ball_prv import ABOVE_TWO_SPEC, TableSpec, build_table
@@ -214,6 +214,32 @@ def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps,
     lows = {k: epsilon_lower([(sigma, q, steps, beta)], delta, shift=(k ** -0.5,) * k) for k in (1, 2, 8, 32)}
     assert all(0 < low <= eps for low in lows.values()), (lows, eps)
     assert eps <= _eps(build_table(1.0 / sigma, beta, 2.0, SMALL, contour_base=False), q, steps, delta)
+
+
+@pytest.mark.parametrize("beta", [2.5, 3.0])
+@pytest.mark.parametrize("sigma", [2.0, 4.0])
+def test_contour_base_at_the_data_a0_dominates_many_equal_coordinates_at_large_sigma(sigma, beta):
+    """default_spec above σ = 1 holds the Base cell at the data's a_0 = 0.1 absolute (0.2m / 0.4m here), so the Base
+    states reach the whole mass m² in coordinates ≤ 0.1: the state of mass ≥ m² is above the exact curves
+    (`spreads.exact_spread_pair`, both orientations) of k equal coordinates m/√k ≤ 0.1, and the contour values are
+    what it takes there (below U, V)."""
+    m = 1.0 / sigma
+    a0 = 0.1 * (1.0 - 1e-9)
+    t = ball_prv.loss_grid(m, dataclasses.replace(SMALL, h=0.01, half_width=10.0, tail=1e-13), beta)
+    grid = ball_prv._Grid(t)
+    rates = ball_prv.base_log_moment_rates(a0, beta, 2.0, SMALL.orders)
+    d_r = a0 * a0 / 4.0
+    n = int(math.ceil(m * m / d_r))
+    states = ball_prv.base_states(d_r, n, rates, t, grid, SMALL, None, ball_contour.ContourBase(DATAS[beta]), a0)
+    plain = ball_prv.base_states(d_r, n, rates, t, grid, SMALL, None, None, a0)
+    (top, c), alpha = states[n], np.exp(np.linspace(0.0, 3.0, 13))
+    assert np.any(top.h_pq(alpha) < 0.9 * plain[n][0].h_pq(alpha))
+    for k in sorted({int(math.ceil((m / 0.1) ** 2)), 32, 128}):
+        exact = spreads.exact_spread_pair(sigma, beta, k, 2.0)
+        # the exact pair's own padding (its masses at ±∞, ~2·10⁻¹⁶, its round-off) is below its resolution
+        pad = 4.0 * (exact.p_inf + exact.q_ninf)
+        assert np.all((1 - c) * exact.h_pq(alpha) <= top.h_pq(alpha) + pad), k
+        assert np.all((1 - c) * exact.h_qp(alpha) <= top.h_qp(alpha) + pad), k
 
 
 def test_contour_table_is_above_the_arb_contour_table():

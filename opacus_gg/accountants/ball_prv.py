@@ -15,7 +15,7 @@ divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j�
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
 and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N, and where the spec asks the
-mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.5) and a_0 ≤ the data's, from mass a_0² on
+mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.2, 2.5, 3) and a_0 ≤ the data's, from mass a_0² on
 also the contour Base of :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error;
 :func:`base_states`, :func:`table_base`). The computed pairs
 carry the connect-the-dots round-off: each state records C with
@@ -157,7 +157,7 @@ NEAR_TWO_SPEC = TableSpec(a0=0.1, ratio_high=1.01, mass_split=8)
 #: Gaussian above β = 2). Measured (β = 3 / 2.5, p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5; docs/accounting.md "A
 #: PRV-level Base: the ceiling, measured"): 10.9113 / 4.8987 against the one coordinate's 10.6134 / 4.5461, 57.8k
 #: states (ratios 1.05 / 1.005, split 2, 11.7k states, gave 11.0856 / 5.1713); at β = 2.5 the contour Base
-#: (:mod:`.ball_contour`, "C5 in the library") gives 4.6596 (1.025×)
+#: (:mod:`.ball_contour`, "C5 in the library") gives 4.6596 (1.025×), at β = 3 10.7244 (1.0105×)
 ABOVE_TWO_SPEC = TableSpec(a0=0.1, ratio_low=1.02, ratio_high=1.002, high_from=0.7, h=0.01, mass_split=4,
                            tail=1e-13, mean_variance=True)
 #: below this β (and above 2) the default spec at FINE_MASS_FROM_P < p ≤ 2 is :data:`NEAR_ABOVE_TWO_SPEC`
