@@ -29,7 +29,9 @@ lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 
 (:data:`NEAR_TWO_SPEC`): 65k, 4.5–5 min on a loaded machine; at σ = 0.5 (finer cells): p = 1.2: 62k, 2 min;
 p = 1.5: 231k, 8.5–10 min on a loaded machine; at 0.25 ≤ σ < 0.5 (the mass grid twice as fine, :meth:`TableSpec.
 mass_steps`): p = 1.2: 123k, 5 min; p = 1.5: 461k, 19–22 min; β > 2 at p = 2, σ = 1
-(:data:`ABOVE_TWO_SPEC`): 57.8k, 2.5–3.7 min on an idle core (its loss grid is 2.5× wider); under 0.2 GB. The
+(:data:`ABOVE_TWO_SPEC`): 57.8k, 2.5–3.7 min on an idle core (its loss grid is 2.5× wider), and above σ = 1 where
+the contour Base has data (:func:`default_spec`: its cell held at 0.1 absolute) 1.5–3 min (β = 2.5, σ = 3.416 /
+2 / 1.3: 90 / 148 / 164 s on a loaded core); under 0.2 GB. The
 top pairs are kept for the process (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is
 built once per (β, p, σ, spec) and library version.
 """
