@@ -586,14 +586,23 @@ FINE_ABOVE_TWO = dataclasses.replace(FINE, a0=0.1, mass_split=2, tail=ABOVE_TWO_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("beta,p", [(1.5, 1.5), (1.2, 1.2), (3.0, 1.5), (1.5, 1.2), (1.2, 1.5), (3.0, 2.0)])
-def test_table_one_step_epsilon_is_above_the_lower_bound_oracle_for_every_shape_up_to_three_coordinates(beta, p):
+@pytest.mark.parametrize("beta,p,data_cell", [(1.5, 1.5, False), (1.2, 1.2, False), (3.0, 1.5, False),
+                                              (1.5, 1.2, False), (1.2, 1.5, False), (3.0, 2.0, False),
+                                              (3.0, 2.0, True)])
+def test_table_one_step_epsilon_is_above_the_lower_bound_oracle_for_every_shape_up_to_three_coordinates(beta, p,
+                                                                                                         data_cell):
     """Brute force, one step, no subsampling (q = 1, T = 1), σ = 2 (m = 0.5): for every shape with d ≤ 3 on a grid
     of the sphere, the oracle's rigorous lower bound on ε(δ) never exceeds the table's ε; the table's ε is also
     above the equal-spread PRV and the d = 1 PRV (up to one mesh, their upper ends' excess). β ≠ p and β = 3 > 2:
-    the table is accepted there (p ≤ TABLE_P_MAX), so it is brute-forced there too."""
+    the table is accepted there (p ≤ TABLE_P_MAX), so it is brute-forced there too; at (3, 2) with the contour Base
+    (data at β = 3), and with ``data_cell`` its cell scaled as default_spec scales it above σ = 1 (0.2m = 0.1
+    absolute, the mass split ×4)."""
     sigma = 2.0
-    tab = ball_table(1.0 / sigma, beta, p, FINE_ABOVE_TWO if p == 2.0 else FINE)
+    spec = FINE_ABOVE_TWO if p == 2.0 else FINE
+    if data_cell:
+        spec = dataclasses.replace(spec, a0=spec.a0 * sigma * (1.0 - 1e-9), mass_split=spec.mass_split * 4)
+    tab = ball_table(1.0 / sigma, beta, p, spec)
+    assert (p == 2.0) == tab.base.startswith("contour Base (")
     seg = PairSegment(tab.pairs, 1.0, 1, tab.roundoff)
     for delta in (1e-3, 1e-5):
         eps_error, delta_error = _validate_errors(delta, 0.01, None)
