@@ -181,7 +181,8 @@ def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> Table
     :data:`FINE_MASS_FROM_P`, above it :data:`NEAR_TWO_SPEC` (β ≤ 2), :data:`NEAR_ABOVE_TWO_SPEC`
     (2 < β < :data:`FINE_MASS_BELOW_BETA`) or :data:`ABOVE_TWO_SPEC`; at p = 2, σ > 1 and a β with contour data
     (:mod:`.ball_contour`) that spec with the Base cell held at the data's absolute a_0 (0.1): a0 → a0/f and the
-    mass split → ⌈split/f²⌉, f = max(m, 1/:data:`CONTOUR_CELL_GROWTH_MAX`), so the p-mass step stays the same
+    mass split → ⌈split/f²⌉, f = max(min(m·a0/a_0^data, 1), 1/:data:`CONTOUR_CELL_GROWTH_MAX`) (= max(m, 1/5) for the
+    shipped files), so the p-mass step stays the same
     fraction of m² while fewer coordinates sit above the Base cell (each is charged up to one mass step: at σ ≥ 2
     the spread shapes come within 10 % of the one coordinate and that charge was the excess; docs/accounting.md
     "Large σ: the Base cell in absolute units"). Any spec gives a proven table; this one is a choice of cost and
@@ -191,10 +192,12 @@ def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> Table
     if beta <= 2.0:
         return NEAR_TWO_SPEC
     spec = NEAR_ABOVE_TWO_SPEC if beta < FINE_MASS_BELOW_BETA else ABOVE_TWO_SPEC
-    if not (m < 1.0 and clip_norm_p == 2.0 and contour_data(float(beta)) is not None):
+    data = contour_data(float(beta)) if m < 1.0 and clip_norm_p == 2.0 else None
+    if data is None:
         return spec
-    f = max(m, 1.0 / CONTOUR_CELL_GROWTH_MAX)
-    # a_0·m ≤ the data's a_0 (= spec.a0 = 0.1 absolute at f = m) kept strictly, so the contour Base applies
+    # the cell a0·m/f = the data's a_0 at f = m·(spec.a0/data.a0) (= m for the shipped files, a_0 = 0.1 = spec.a0),
+    # never finer than the spec's, at most CONTOUR_CELL_GROWTH_MAX× coarser; kept strictly below, so the contour applies
+    f = max(min(m * (spec.a0 / data.a0), 1.0), 1.0 / CONTOUR_CELL_GROWTH_MAX)
     return replace(spec, a0=spec.a0 / f * (1.0 - 1e-9), mass_split=int(math.ceil(spec.mass_split / (f * f) - 1e-9)))
 
 
