@@ -280,7 +280,7 @@ def export_data(rows: Sequence[Rows], paths: Sequence[str]) -> dict:
 
 def export_path(beta: float) -> str:
     """The shipped file of one β."""
-    return os.path.normpath(os.path.join(EXPORT_DIR, f"contour_beta{beta:g}.json"))
+    return os.path.normpath(os.path.join(EXPORT_DIR, ball_contour._data_file(beta)))  # the name the library reads
 
 
 def main(argv: Optional[List[str]] = None) -> None:
