@@ -89,18 +89,21 @@ FULL_ONLY_TESTS = frozenset({
     "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[2.5]",
     "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[2.2]",
     "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[3.0]",
+    "test_ball_contour.py::test_float_error_rate_is_above_the_arb_one_and_within_one_percent[2.05]",
     "test_ball_contour.py::test_shipped_data_is_what_export_writes[2.5]",
     "test_ball_contour.py::test_shipped_data_is_what_export_writes[2.2]",
     "test_ball_contour.py::test_shipped_data_is_what_export_writes[3.0]",
+    "test_ball_contour.py::test_shipped_data_is_what_export_writes[2.05]",
     # sibling: test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
     "test_ball_contour.py::test_fallback_table_is_the_moments_table_bit_for_bit",
     # sibling: the same test at (0.2, 5, 2.5)
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.5]",
-    # sibling: the same test at β = 2.5 (the β = 2.2 / 3 data: also test_float_error_rate_..._quick[2.2 / 3.0]; β = 3
-    # keeps its (0.2, 5) case in the quick tier)
+    # sibling: the same test at β = 2.5 (the β = 2.2 / 3 / 2.05 data: also test_float_error_rate_..._quick[2.2 / 3.0 /
+    # 2.05]; β = 3 and 2.05 keep their (0.2, 5) case in the quick tier)
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.2]",
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[0.2-5-2.2]",
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-3.0]",
+    "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.05]",
     # siblings: test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick (K_float ≥ K_Arb), the oracle
     "test_ball_contour.py::test_contour_table_is_above_the_arb_contour_table",
 })

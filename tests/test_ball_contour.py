@@ -30,10 +30,20 @@ from opacus_gg.accountants.history import PairSegment
 from benchmark_modules import BENCHMARKS, load_benchmark
 
 cb = load_benchmark("contour_base")
-#: the shipped β (the C3 rows each file is exported from): 2.5, 2.2 (docs "β = 2.2, p = 2: what it takes") and 3
-BETAS = (2.5, 2.2, 3.0)
-ROW_FILES_OF = {beta: [str(BENCHMARKS / "data" / f"c3_rows_{'' if beta == 2.5 else f'b{beta:g}_'}c{c}.json")
-                       for c in ("1.2", "2", "4")] for beta in BETAS}
+#: every β with a shipped file (docs "C5 in the library": the grid 2.05, 2.1, …, 3)
+SHIPPED = ball_contour.shipped_betas()
+#: the β the float-vs-Arb and table tests run at: 2.5, 2.2 (docs "β = 2.2, p = 2: what it takes"), 3 and the grid's
+#: first, nearest β = 2
+BETAS = (2.5, 2.2, 3.0, 2.05)
+
+
+def _row_files_of(beta: float):
+    """C3's rows files (c = 1.2, 2, 4) a shipped file is exported from (β = 2.5: the first, unsuffixed names)."""
+    return [str(BENCHMARKS / "data" / f"c3_rows_{'' if beta == 2.5 else f'b{beta:g}_'}c{c}.json")
+            for c in ("1.2", "2", "4")]
+
+
+ROW_FILES_OF = {beta: _row_files_of(beta) for beta in BETAS}
 DATAS = {beta: ball_contour.load_contour_data(beta) for beta in BETAS}
 DATA = DATAS[2.5]
 ROW_FILES = ROW_FILES_OF[2.5]
@@ -120,11 +130,31 @@ def test_shipped_data_is_what_export_writes_quick(beta):
     assert DATAS[beta].fisher_lower == cb.contour_decay._down(i_b) and DATAS[beta].fisher_upper == cb._up(i_b)
 
 
-@pytest.mark.parametrize("beta", BETAS)
+def test_the_shipped_grid_reaches_from_near_two_to_three_in_steps_of_a_twentieth():
+    assert SHIPPED == tuple(round(2.0 + 0.05 * k, 2) for k in range(1, 21))
+    assert set(BETAS) <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("beta", SHIPPED)
+def test_every_shipped_file_holds_its_committed_rows_fisher_ends_and_log_moment_rates(beta):
+    # the parts of export that cost < 1 s (the whole file: the slow sibling below)
+    data = ball_contour.load_contour_data(beta)
+    rows = {r.c: r for r in cb._row_files(_row_files_of(beta))}
+    assert data.beta == beta and sorted(rows) == sorted(t.c for t in data.tables) == [1.2, 2.0, 4.0]
+    for t in data.tables:
+        r = rows[t.c]
+        assert r.beta == beta and r.a0 == data.a0 == 0.1 and r.y_max == 40.0
+        assert all(np.array_equal(getattr(t, k), getattr(r, k)) for k in ("y_lo", "y_hi", "rho", "lam"))
+        assert t.log_moment_rate == cb.contour_decay.log_moment_rate(t.c, beta, r.a0)
+    i_b = cb.fisher(beta)
+    assert data.fisher_lower == cb.contour_decay._down(i_b) and data.fisher_upper == cb._up(i_b)
+
+
+@pytest.mark.parametrize("beta", [b if b in BETAS else pytest.param(b, marks=pytest.mark.slow) for b in SHIPPED])
 def test_shipped_data_is_what_export_writes(beta):
     with open(cb.export_path(beta)) as fh:
         shipped = json.load(fh)
-    assert cb.export_data(cb._row_files(ROW_FILES_OF[beta]), ROW_FILES_OF[beta]) == shipped
+    assert cb.export_data(cb._row_files(_row_files_of(beta)), _row_files_of(beta)) == shipped
 
 
 def _raw() -> dict:
@@ -155,12 +185,15 @@ def test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
     ok, why = ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC)
     assert isinstance(ok, ball_contour.ContourBase) and why.startswith("contour Base (beta = 2.5")
     # σ < 1/2: the Base cell 0.1m/2 exceeds the data's a_0 = 0.1; β without a file; p < 2; β ≤ 2; off
-    for args, reason in (((1 / 0.4, 2.5, 2.0), "exceeds the data's a_0"), ((1.0, 2.75, 2.0), "no data shipped"),
+    for args, reason in (((1 / 0.4, 2.5, 2.0), "exceeds the data's a_0"), ((1.0, 2.33, 2.0), "no data shipped"),
                          ((1.0, 2.5, 1.5), "clip_norm_p = 1.5"), ((1.0, 1.5, 2.0), "beta <= 2")):
         none, why = ball_prv.table_base(*args, ABOVE_TWO_SPEC)
         assert none is None and reason in why, why
     assert ball_prv.table_base(1.0, 2.5, 2.0, ABOVE_TWO_SPEC, contour_base=False)[0] is None
-    assert ball_contour.load_contour_data(2.75) is None
+    assert ball_contour.load_contour_data(2.33) is None
+    # the note names the shipped β and the nearest one
+    why = ball_contour.contour_applies(2.33, 2.0, 0.05)[1]
+    assert "shipped: 2.05, 2.1, 2.15, " in why and ", 3; the nearest 2.35)" in why, why
 
 
 def test_fallback_table_is_the_moments_table_bit_for_bit():
@@ -205,7 +238,7 @@ def _eps(tab, q, steps, delta):
 @pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("q,steps", [(1.0, 1), (0.2, 5)])
 def test_contour_table_is_above_the_oracle_and_below_the_moments_table(q, steps, beta):
-    """β ∈ {2.5, 2.2, 3}, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's
+    """β ∈ {2.5, 2.2, 3, 2.05}, p = 2, σ = 2 (SMALL: the contour Base from mass a_0² on): ε ≥ the independent oracle's
     rigorous lower bounds for one, two, eight and 32 equal coordinates (δ = 10⁻³), and ≤ the U, V table's ε."""
     sigma, delta = 2.0, 1e-3
     tab = build_table(1.0 / sigma, beta, 2.0, SMALL)

@@ -162,7 +162,7 @@ def test_grid_read_gives_exactly_the_pairs_own_curves():
         assert np.array_equal(b, np.clip(pr.h_qp(np.exp(-t[t < 0])), 0.0, 1.0))
 
 
-@pytest.mark.parametrize("beta", [2.2, 2.5, 3.0])
+@pytest.mark.parametrize("beta", [2.05, 2.2, 2.5, 2.75, 3.0])
 def test_default_spec_above_sigma_one_holds_the_contour_cell_and_the_relative_mass_step(beta):
     """σ > 1, p = 2, β with contour data: the Base cell lat[0] stays ≤ the data's a_0 (so the contour Base applies),
     grows to it as σ grows (to 0.5m at most), and the p-mass step stays ≤ the σ = 1 spec's fraction of m²."""
@@ -190,8 +190,11 @@ def test_default_spec_is_finer_in_mass_near_p_two_and_tables_stop_at_p_max():
     # 2 < β < 2.5 near p = 2: the mass step halved (docs/accounting.md, "β = 2.2, p = 2: what it takes")
     assert default_spec(2.0, 2.2) == default_spec(1.7, 2.4999) == NEAR_ABOVE_TWO_SPEC != ABOVE_TWO_SPEC
     assert NEAR_ABOVE_TWO_SPEC.mass_split == 2 * ABOVE_TWO_SPEC.mass_split and default_spec(1.5, 2.2) == TableSpec()
-    # at σ ≤ 1, β without contour data, or p < 2, the spec does not depend on σ
-    assert default_spec(2.0, 2.75, 0.25) == ABOVE_TWO_SPEC and default_spec(1.7, 2.5, 0.25) == ABOVE_TWO_SPEC
+    # nearer β = 2 the mass split grows like 1.6/(β − 2), at most 32 (docs/accounting.md, "The β grid")
+    assert [default_spec(2.0, b).mass_split for b in (2.001, 2.05, 2.1, 2.15, 2.19, 2.2)] == [32, 32, 16, 11, 9, 8]
+    assert default_spec(1.7, 2.1) == dataclasses.replace(NEAR_ABOVE_TWO_SPEC, mass_split=16)
+    # at σ ≤ 1, β without contour data (off the grid), or p < 2, the spec does not depend on σ
+    assert default_spec(2.0, 2.77, 0.25) == ABOVE_TWO_SPEC and default_spec(1.7, 2.5, 0.25) == ABOVE_TWO_SPEC
     assert default_spec(2.0, 2.5, 1.0) == default_spec(2.0, 2.5, 3.0) == ABOVE_TWO_SPEC
     for bad in (0, 2.0, -1):
         with pytest.raises(ValueError, match="mass_split"):
@@ -636,14 +639,15 @@ def test_default_table_is_within_two_percent_of_the_worst_equal_spread_at_the_qu
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("beta,within", [(3.0, 1.02), (2.5, 1.05)])
+@pytest.mark.parametrize("beta,within", [(3.0, 1.02), (2.5, 1.05), (2.75, 1.02)])
 def test_default_table_above_beta_two_at_p_two_against_one_coordinate(beta, within):
     """Issue 35 item 1 at p = 2, σ = 1, d = 2410, q = 0.01, T = 1000, δ = 1e-5: the default table
     (:data:`ABOVE_TWO_SPEC`, 57.8k states, 2.5–3.7 min on one idle core) is published below the Rényi bound,
     ≥ the rigorous lower end of the one-coordinate PRV (d = 1; the worst equal spread here) and ≤ ``within``× its
     upper end: the issue's 5 % at β = 2.5 and 3 with the contour Base (:mod:`.ball_contour`; with U, V alone 4.8987,
-    1.078×, and 10.9113, 1.029×; with it 10.7244, 1.0105×, at β = 3), where at β = 2.5 the published ε is also ≥ the research tool's
-    4.659597 with the Arb K_c (the float K_c is ≥ it; docs/accounting.md, "C5 in the library")."""
+    1.078×, and 10.9113, 1.029×; with it 10.7244, 1.0105×, at β = 3; at 2.75, a β of the grid, 7.2653, 1.015×), where
+    at β = 2.5 the published ε is also ≥ the research tool's 4.659597 with the Arb K_c (the float K_c is ≥ it;
+    docs/accounting.md, "C5 in the library")."""
     kw = dict(noise_multiplier=1.0, sample_rate=0.01, steps=1000, delta=1e-5, beta=beta, dim=2410, clip_norm_p=2.0)
     assert api.TABLE_SPEC is None and default_spec(2.0, beta) == ABOVE_TWO_SPEC
     rep = compute_epsilon(**kw, ball_bound="table")

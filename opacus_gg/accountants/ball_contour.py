@@ -40,8 +40,9 @@ import numpy as np
 from .checks import LEAST_SUBNORMAL, UNIT_ROUNDOFF, AccountingError
 from .gg_pair import GGPair
 
-__all__ = ["ContourRows", "ContourData", "parse_contour_data", "load_contour_data", "contour_data", "contour_applies", "error_rate",
-           "tail_rate", "contour_error", "gaussian_limit_curve", "ContourBase", "MIN_CELLS"]
+__all__ = ["ContourRows", "ContourData", "parse_contour_data", "load_contour_data", "contour_data", "shipped_betas",
+           "contour_applies", "error_rate", "tail_rate", "contour_error", "gaussian_limit_curve", "ContourBase",
+           "MIN_CELLS"]
 
 u = UNIT_ROUNDOFF
 #: the contour values are taken in the Base states of 2-mass ≥ MIN_CELLS·a_0² (a_0 = the table's lat[0]) that have
@@ -130,8 +131,19 @@ def parse_contour_data(data: dict, source: str) -> ContourData:
     return ContourData(beta, a0, i_lo, i_hi, sub, tuple(tables), source)
 
 
+_DATA_PREFIX, _DATA_SUFFIX = "contour_beta", ".json"
+
+
 def _data_file(beta: float) -> str:
-    return f"contour_beta{beta:g}.json"
+    return f"{_DATA_PREFIX}{beta:g}{_DATA_SUFFIX}"
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_betas() -> Tuple[float, ...]:
+    """The β with shipped data (the package files ``data/contour_beta<β>.json``), increasing."""
+    names = (r.name for r in resources.files(__package__).joinpath("data").iterdir())
+    return tuple(sorted(float(n[len(_DATA_PREFIX):-len(_DATA_SUFFIX)]) for n in names
+                        if n.startswith(_DATA_PREFIX) and n.endswith(_DATA_SUFFIX)))
 
 
 def load_contour_data(beta: float) -> Optional[ContourData]:
@@ -164,7 +176,10 @@ def contour_applies(beta: float, p: float, base_cell: float) -> Tuple[bool, str]
         return False, f"contour Base not used: clip_norm_p = {p:g} (it is built for p = 2); Base min(U, V)"
     data = contour_data(float(beta))
     if data is None:
-        return False, f"contour Base not used: no data shipped for beta = {beta:g}; Base min(U, V)"
+        near = min(shipped_betas(), key=lambda b: abs(b - beta), default=None)
+        listed = ", ".join(f"{b:g}" for b in shipped_betas())
+        return False, (f"contour Base not used: no data shipped for beta = {beta:g} (shipped: {listed}"
+                       + ("" if near is None else f"; the nearest {near:g}") + "); Base min(U, V)")
     if not base_cell <= data.a0:
         return False, (f"contour Base not used: the table's Base cell a_0 = {base_cell:.4g} exceeds the data's "
                        f"a_0 = {data.a0:g} (noise_multiplier too small for these cells); Base min(U, V)")

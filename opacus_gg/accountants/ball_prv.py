@@ -15,14 +15,14 @@ divided by :meth:`TableSpec.mass_steps`, R_N ≥ m^p). Split on the cell (a_{j�
 (Lemma T1). env = the connect-the-dots pair of the lower convex hull of the pointwise max of the hockey-stick
 curves on a uniform loss grid (Lemma T2); ⊗ = :meth:`.discrete.DiscretePair.compose`; Base = the Rényi-set pair,
 and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R) of Lemma N, and where the spec asks the
-mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.2, 2.5, 3) and a_0 ≤ the data's, from mass a_0² on
-also the contour Base of :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error;
-:func:`base_states`, :func:`table_base`). The computed pairs
-carry the connect-the-dots round-off: each state records C with
-δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is
-symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top
-pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact
-ones, and C enters the accountant's δ like a one-step PMF's round-off (Lemma R5).
+mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.05, 2.1, …, 3:
+:func:`.ball_contour.shipped_betas`) and a_0 ≤ the data's, from mass a_0² on also the contour Base of
+:mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error; :func:`base_states`,
+:func:`table_base`). The computed pairs carry the connect-the-dots round-off: each state records C with δ_computed ≥
+(1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is symmetric
+(H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top pair T and of
+T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact ones, and C enters the
+accountant's δ like a one-step PMF's round-off (Lemma R5).
 
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the
 lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 s; p = 1.5: 48k, 81–95 s; p = 1.8
@@ -60,6 +60,7 @@ __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "b
            "table_base", "moment_curve_bound",
            "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
            "default_spec", "NEAR_TWO_SPEC", "ABOVE_TWO_SPEC", "NEAR_ABOVE_TWO_SPEC", "FINE_MASS_BELOW_BETA",
+           "FINER_MASS_BELOW_BETA", "NEAREST_TWO_MASS_RATE", "NEAREST_TWO_MASS_SPLIT_MAX",
            "CONTOUR_CELL_GROWTH_MAX",
            "mean_variance_bound"]
 
@@ -170,6 +171,15 @@ FINE_MASS_BELOW_BETA = 2.5
 #: it takes"): with the ideal Base 2.7133 (split 4) → 2.5666 (split 8) against the one coordinate's 2.4757; with the
 #: contour Base 2.5668 (1.037×), 115k states
 NEAR_ABOVE_TWO_SPEC = replace(ABOVE_TWO_SPEC, mass_split=8)
+#: below this β (and above 2) :data:`NEAR_ABOVE_TWO_SPEC`'s mass split grows to ⌈:data:`NEAREST_TWO_MASS_RATE`/(β − 2)⌉,
+#: at most :data:`NEAREST_TWO_MASS_SPLIT_MAX` (:func:`default_spec`): the closer β is to 2, the closer every spread comes
+#: to the one coordinate, and the cells' mass rounding (up to m²/split in all: ≤ 1/a_0² coordinates above the Base
+#: cell, each charged < a_0²/split) is the excess; measured (p = 2, σ = 1, q = 0.01, T = 1000, δ = 1e-5, d = 2410,
+#: the contour Base; docs/accounting.md "The β grid"): β = 2.1: split 8 2.2393 (1.073× the one coordinate), split 16
+#: 2.1629 (1.036×); β = 2.05: split 8 2.1805 (1.121×), 16 2.0658 (1.062×), 32 2.0300 (1.044×)
+FINER_MASS_BELOW_BETA = 2.2
+NEAREST_TWO_MASS_RATE = 1.6
+NEAREST_TWO_MASS_SPLIT_MAX = 32
 
 
 #: the contour Base's cell grows with σ up to this many times the spec's a_0 (:func:`default_spec`; a_0 ≤ 0.5m)
@@ -179,7 +189,8 @@ CONTOUR_CELL_GROWTH_MAX = 5.0
 def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> TableSpec:
     r"""The spec ``ball_bound="table"`` builds at ``clip_norm_p``, ``beta`` and m = 1/σ: TableSpec() up to
     :data:`FINE_MASS_FROM_P`, above it :data:`NEAR_TWO_SPEC` (β ≤ 2), :data:`NEAR_ABOVE_TWO_SPEC`
-    (2 < β < :data:`FINE_MASS_BELOW_BETA`) or :data:`ABOVE_TWO_SPEC`; at p = 2, σ > 1 and a β with contour data
+    (2 < β < :data:`FINE_MASS_BELOW_BETA`; below :data:`FINER_MASS_BELOW_BETA` its mass split
+    min(max(8, ⌈1.6/(β − 2)⌉), 32)) or :data:`ABOVE_TWO_SPEC`; at p = 2, σ > 1 and a β with contour data
     (:mod:`.ball_contour`) that spec with the Base cell held at the data's absolute a_0 (0.1): a0 → a0/f and the
     mass split → ⌈split/f²⌉, f = max(min(m·a0/a_0^data, 1), 1/:data:`CONTOUR_CELL_GROWTH_MAX`) (= max(m, 1/5) for the
     shipped files), so the p-mass step stays the same
@@ -192,6 +203,9 @@ def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> Table
     if beta <= 2.0:
         return NEAR_TWO_SPEC
     spec = NEAR_ABOVE_TWO_SPEC if beta < FINE_MASS_BELOW_BETA else ABOVE_TWO_SPEC
+    if beta < FINER_MASS_BELOW_BETA:
+        split = int(math.ceil(NEAREST_TWO_MASS_RATE / (beta - 2.0) - 1e-9))
+        spec = replace(spec, mass_split=min(max(spec.mass_split, split), NEAREST_TWO_MASS_SPLIT_MAX))
     data = contour_data(float(beta)) if m < 1.0 and clip_norm_p == 2.0 else None
     if data is None:
         return spec
