@@ -176,8 +176,9 @@ def contour_applies(beta: float, p: float, base_cell: float) -> Tuple[bool, str]
         return False, f"contour Base not used: clip_norm_p = {p:g} (it is built for p = 2); Base min(U, V)"
     data = contour_data(float(beta))
     if data is None:
-        near = min(shipped_betas(), key=lambda b: abs(b - beta), default=None)
-        listed = ", ".join(f"{b:g}" for b in shipped_betas())
+        betas = shipped_betas()
+        near = min(betas, key=lambda b: abs(b - beta), default=None)
+        listed = ", ".join(f"{b:g}" for b in betas)
         return False, (f"contour Base not used: no data shipped for beta = {beta:g} (shipped: {listed}"
                        + ("" if near is None else f"; the nearest {near:g}") + "); Base min(U, V)")
     if not base_cell <= data.a0:
