@@ -106,6 +106,8 @@ FULL_ONLY_TESTS = frozenset({
     "test_ball_contour.py::test_contour_table_is_above_the_oracle_and_below_the_moments_table[1.0-1-2.05]",
     # siblings: test_float_error_rate_is_above_the_arb_one_and_within_one_percent_quick (K_float ≥ K_Arb), the oracle
     "test_ball_contour.py::test_contour_table_is_above_the_arb_contour_table",
+    # sibling: the same test at β = 2.5 (the family maximum, Lemma M1)
+    "test_family_composition.py::test_family_epsilon_lies_between_the_rigorous_lower_bounds_and_the_envelope[3.0]",
 })
 
 

@@ -53,6 +53,11 @@ def test_a_table_read_back_from_disk_is_the_built_pair_and_gives_the_same_epsilo
     assert np.array_equal(read.top.omega, built.top.omega) and np.array_equal(read.top.nu, built.top.nu)
     assert (read.roundoff, read.states, read.seconds) == (built.roundoff, built.states, built.seconds)
     assert _epsilon(read) == _epsilon(built)
+    # the family (Lemma M1) comes back too, pair for pair and C for C
+    assert len(read.members) == len(built.members) > 1
+    for (a, ca), (b, cb) in zip(read.members, built.members):
+        assert ca == cb and (a.t0, a.h, a.p_inf, a.q_ninf, a.roundoff) == (b.t0, b.h, b.p_inf, b.q_ninf, b.roundoff)
+        assert np.array_equal(a.omega, b.omega) and np.array_equal(a.nu, b.nu)
 
 
 def test_a_different_parameter_spec_or_code_never_reads_another_tables_file(cache, monkeypatch):
@@ -87,6 +92,24 @@ def test_a_corrupt_or_tampered_file_is_rebuilt_with_a_warning(cache, monkeypatch
         rebuilt = ball_prv.ball_table.__wrapped__(*ARGS)  # rebuilt and stored again
     assert np.array_equal(rebuilt.top.omega, built.top.omega)
     assert np.array_equal(_from_disk_only(monkeypatch).top.nu, built.top.nu)
+
+
+def test_a_tampered_family_member_is_refused_with_a_warning(cache):
+    """A member's masses pass the same checks as the top pair's, and its C must be a small non-negative number."""
+    ball_prv.ball_table.__wrapped__(*ARGS)
+    path = table_cache._path(table_cache.table_key(*ARGS))
+    with np.load(path) as z:
+        fields = dict(z)
+    good = dict(fields)
+    fields["member1_omega"] = fields["member1_omega"] * 1.01
+    np.savez(path, **fields)
+    with pytest.warns(RuntimeWarning, match="not usable.*total mass"):
+        assert table_cache.load(table_cache.table_key(*ARGS)) is None
+    meta = json.loads(str(good["meta"]))
+    meta["member_roundoffs"][0] = -1e-12
+    np.savez(path, **{**good, "meta": json.dumps(meta)})
+    with pytest.warns(RuntimeWarning, match="members' round-offs"):
+        assert table_cache.load(table_cache.table_key(*ARGS)) is None
 
 
 def test_cache_off_or_unwritable_keeps_the_table(tmp_path, monkeypatch):

@@ -39,6 +39,8 @@ from .ball_rdp import (combine, gaussian_rdp_epsilon_below, rdp_ball_delta, rdp_
 from . import low_orders
 from .checks import AccountingError, LossBeyondGrid
 from .composition import CompositionResult, compose_delta, compose_history
+from .family_composition import (FAMILY_EPSILON_FLOOR, FAMILY_MAX_CONVOLUTIONS, FAMILY_RELATIVE_MESH, family_applies,
+                                 family_epsilon)
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .history import PairSegment, Segment, normalize_history
@@ -376,7 +378,7 @@ def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> 
             out.append(s)
         elif table_applies(s.clip_norm_p, s.count_noise_multiplier, s.beta):
             tab = ball_table(*_table_args(s, spec))
-            out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff))
+            out.append(PairSegment(tab.pairs, s.sample_rate, s.steps, tab.roundoff, tab.member_pairs))
         elif count_table_applies(s.clip_norm_p, s.count_noise_multiplier, s.dim):
             tab = count_table(shift_radius(s.noise_multiplier), s.beta, s.clip_norm_p, s.dim,
                               CountSpec() if COUNT_SPEC is None else COUNT_SPEC)
@@ -388,14 +390,41 @@ def _ball_table_segments(segs: Sequence[Segment], spec: Optional[TableSpec]) -> 
 
 def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: float = 0.01,
                        delta_error: Optional[float] = None, spec: Optional[TableSpec] = None):
-    r"""({direction: ε_upper}) of the PRV composition of the ball tables' pairs (docs/accounting.md, Lemmas T1–T4):
-    a proven upper bound for every shift in the ℓp ball, any d; None where a segment is outside the table."""
+    r"""({direction: ε_upper}) of the ball tables' pairs (docs/accounting.md, Lemmas T1–T4): the PRV composition of
+    their envelope, or, where smaller, the per-state maximum over a table's family (Lemma M1, :func:`family_applies`:
+    one table segment of at most FAMILY_MAX_CONVOLUTIONS step convolutions); a proven upper bound for every shift in
+    the ℓp ball, any d; None where a segment is outside the table."""
     delta = validate_delta(delta)
     eps_error, delta_error = _validate_errors(delta, eps_error, delta_error)
     pair_segs = _ball_table_segments(segs, spec)
     if pair_segs is None:
         return None
-    return {d: _compose_tight(pair_segs, delta, d, eps_error, delta_error).epsilon_upper for d in ("remove", "add")}
+    out = {}
+    for d in ("remove", "add"):
+        res = _compose_tight(pair_segs, delta, d, eps_error, delta_error)
+        out[d] = res.epsilon_upper
+        if family_applies(pair_segs) and math.isfinite(res.epsilon_upper):
+            h = max(res.mesh, FAMILY_RELATIVE_MESH * max(res.epsilon_upper, FAMILY_EPSILON_FLOOR))
+            try:  # V_T beyond the grid is read as W⁺(t_max): far above ε, where V_T ≪ δ, that costs nothing
+                out[d] = min(out[d], family_epsilon(pair_segs[0], delta, d, h, res.domain_L,
+                                                    2.0 * res.epsilon_upper + 1.0))
+            except AccountingError as e:  # a self-check failed, or W⁺ did not fall to δ on its grid
+                warnings.warn(f"ball_bound='table': the family maximum could not certify its numerics "
+                              f"({str(e).splitlines()[0]}); the envelope's proven epsilon is kept ({d} direction)",
+                              UserWarning, stacklevel=2)
+    return out
+
+
+def _ball_table_composition(segs: Sequence[Segment], spec: Optional[TableSpec]) -> str:
+    """How :func:`ball_table_epsilon` composes ``segs``' tables (the report's ``details["ball_table_composition"]``)."""
+    pair_segs = _ball_table_segments(segs, spec)
+    if pair_segs is not None and family_applies(pair_segs):
+        return (f"the per-state maximum over the table's {len(pair_segs[0].members)} family members (Lemma M1), "
+                "where below the envelope's PRV")
+    why = ("steps x members above FAMILY_MAX_CONVOLUTIONS = " + str(FAMILY_MAX_CONVOLUTIONS)
+           if pair_segs is not None and len(pair_segs) == 1 and getattr(pair_segs[0], "members", ())
+           else "not one table segment with a family")
+    return f"the PRV of the table's envelope pair ({why})"
 
 
 #: what ``ball_bound="table"`` says where it cannot help (the default proven bound is then published)
@@ -439,7 +468,8 @@ def _with_ball_table(report: EpsilonReport, segs: Sequence[Segment], delta: floa
     eps = max(by_dir.values())
     return _publish_if_smaller(report, eps, "prv_table",
                                {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir,
-                                "ball_table_base": _ball_table_bases(segs, TABLE_SPEC)})
+                                "ball_table_base": _ball_table_bases(segs, TABLE_SPEC),
+                                "ball_table_composition": _ball_table_composition(segs, TABLE_SPEC)})
 
 
 def _dims(segs: Sequence[Segment]):

@@ -224,5 +224,6 @@ def count_table(m: float, beta: float, p: float, dim: int, spec: Optional[CountS
     spec = CountSpec() if spec is None else spec
     return table_cache.load_or_build(
         table_cache.table_key(m, beta, p, spec, dim=dim), lambda: build_count_table(m, beta, p, dim, spec),
-        lambda top, roundoff, states, seconds: CountTable(top=top, roundoff=roundoff, m=m, beta=beta, p=p, spec=spec,
-                                                          states=states, seconds=seconds, dim=dim))
+        lambda top, roundoff, states, seconds, _members: CountTable(top=top, roundoff=roundoff, m=m, beta=beta, p=p,
+                                                                    spec=spec, states=states, seconds=seconds,
+                                                                    dim=dim))

@@ -180,6 +180,12 @@ NEAR_ABOVE_TWO_SPEC = replace(ABOVE_TWO_SPEC, mass_split=8)
 FINER_MASS_BELOW_BETA = 2.2
 NEAREST_TWO_MASS_RATE = 1.6
 NEAREST_TWO_MASS_SPLIT_MAX = 32
+#: the top state's members (its Base and one product per column, Lemma M1) are kept as at most this many envelopes of
+#: consecutive members (:func:`group_members`), the family that :mod:`.family_composition` composes by the per-state
+#: maximum; measured (β = 2.5, σ = 3.416, q = 1/23, T = 230, δ = 1e-5): 8 groups 0.9255, 32 0.9237, all 217
+#: members 0.9232, against the envelope's 0.9423 (docs/accounting.md, "The family maximum: adaptive choices among
+#: dominating pairs")
+FAMILY_GROUPS = 32
 
 
 #: the contour Base's cell grows with σ up to this many times the spec's a_0 (:func:`default_spec`; a_0 ≤ 0.5m)
@@ -466,11 +472,19 @@ class BallTable:
     states: int
     seconds: float
     base: str = ""  # which Base the table used and why (:func:`table_base`)
+    #: the top state's dominating family, grouped (:func:`group_members`, Lemma M1): ((pair, C), ...)
+    members: Tuple[Tuple[DiscretePair, float], ...] = ()
 
     @property
     def pairs(self) -> Tuple:
         """((label, pair), ...) for a :class:`.history.PairSegment`: T and T swapped (their envelope)."""
         return (("ball-table", self.top), ("ball-table-swapped", Swapped(self.top)))
+
+    @property
+    def member_pairs(self) -> Tuple:
+        """(((label, pair), (label, pair swapped)), C) per member, for :attr:`.history.PairSegment.members`."""
+        return tuple((((f"member-{k}", pair), (f"member-{k}-swapped", Swapped(pair))), c)
+                     for k, (pair, c) in enumerate(self.members))
 
 
 def _lattice(m: float, spec: TableSpec) -> np.ndarray:
@@ -532,6 +546,7 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     contour, base_note = table_base(m, beta, p, spec, contour_base)
     prev: List = base_states(d_r, n_r, rates, t, grid, spec, g_rate, contour, float(lat[0]))  # (pair, C)
     states = n_r
+    members = [prev[n_r]]  # the top state's members (Lemma M1): its Base and each column's product
     for jj in range(1, lat.size):
         gg = envelope_pair([GGPair(float(lat[jj]), beta)], t, grid)
         cur: List = [None] * (n_r + 1)
@@ -553,11 +568,28 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
             pair, c = envelope_pair([prev[i][0], prod], t, grid)
             cur[i] = (pair, c + max(prev[i][1], c_prod))
             states += 1
+            if i == n_r:
+                members.append((prod, c_prod))
         prev = cur
     top, roundoff = prev[n_r]
     if not roundoff < 1e-3:
         raise AccountingError(f"ball table: the connect-the-dots round-off is not small (C = {roundoff:.3g})")
-    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0, base_note)
+    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0, base_note,
+                     group_members(members, t, grid))
+
+
+def group_members(members: Sequence[Tuple[DiscretePair, float]], t: np.ndarray,
+                  grid: Optional[_Grid] = None) -> Tuple[Tuple[DiscretePair, float], ...]:
+    r"""At most :data:`FAMILY_GROUPS` pairs (pair, C), each the envelope (Lemma T2) of consecutive members of the top
+    state (its Base, then the columns in increasing a_j; equal counts; a group of one is its member's hull pair): a
+    shift dominated by a member is dominated by its group's envelope, so the groups are a dominating family (Lemma
+    M1) of fewer members, each C = c + the largest C of its members (Lemma T4)."""
+    out = []
+    for idx in np.array_split(np.arange(len(members)), min(FAMILY_GROUPS, len(members))):
+        pair, c = envelope_pair([members[int(i)][0] for i in idx], t, grid)  # a single member too: a hull pair, as
+        # the top is (what the disk cache stores and reads back bit for bit)
+        out.append((pair, c + max(members[int(i)][1] for i in idx)))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=16)
@@ -568,5 +600,5 @@ def ball_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None
     spec = default_spec(p, beta, m) if spec is None else spec
     return table_cache.load_or_build(
         table_cache.table_key(m, beta, p, spec), lambda: build_table(m, beta, p, spec),
-        lambda top, roundoff, states, seconds: BallTable(top, roundoff, m, beta, p, spec, states, seconds,
-                                                         table_base(m, beta, p, spec)[1]))
+        lambda top, roundoff, states, seconds, members: BallTable(top, roundoff, m, beta, p, spec, states, seconds,
+                                                                  table_base(m, beta, p, spec)[1], members))

@@ -98,6 +98,9 @@ class PairSegment:
     sample_rate: float
     steps: int
     roundoff: float = 0.0
+    #: a dominating family ((pairs, C), ...) whose members together cover what ``pairs`` covers (a ball table's,
+    #: :attr:`.ball_prv.BallTable.member_pairs`), for :mod:`.family_composition`; () where there is none
+    members: Tuple = ()
 
 
 def parse_segment(entry: Sequence, defaults: Tuple[float, int, Optional[float]] = DEFAULTS) -> Segment:

@@ -1,10 +1,11 @@
 r"""A disk cache for the ball tables of :mod:`.ball_prv` (``ball_bound="table"``): a table costs 35 s–30 min to build
 and is the same pair every time for the same (m, β, p, spec) and the same code, so its top pair is kept on disk
-and a later process (a CLI query, a resumed training run, the σ solver's probes) reads it back in milliseconds.
+and a later process (a CLI query, a resumed training run, the σ solver's probes) reads it back in milliseconds;
+with it the table's family (:attr:`.ball_prv.BallTable.members`, Lemma M1), each member read through the same checks.
 
 Where: ``$OPACUS_GG_CACHE/ball_tables`` if the variable is set (``OPACUS_GG_CACHE=off`` turns the cache off), else
 ``$XDG_CACHE_HOME/opacus_gg/ball_tables`` (``~/.cache/opacus_gg/ball_tables``). One ``.npz`` file per table
-(≈ 30–60 kB), written atomically, read without pickle.
+(≈ 1–2 MB with its 32 members; a count table's ≈ 30–60 kB), written atomically, read without pickle.
 
 What makes a read sound: the file's name is the SHA-256 of the key (m, β, p as exact float hex, the spec's
 fields, a hash of the source of every module whose code determines the pair: :mod:`opacus_gg.accountants` and its
@@ -27,7 +28,7 @@ import platform
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -37,7 +38,7 @@ __all__ = ["CACHE_ENV", "cache_dir", "table_key", "load", "save", "load_or_build
 
 #: environment variable naming the cache's parent directory ("off": no disk cache)
 CACHE_ENV = "OPACUS_GG_CACHE"
-_FORMAT = 1
+_FORMAT = 2  # 2: the ball tables' family members (:attr:`.ball_prv.BallTable.members`) stored beside the top pair
 
 
 def cache_dir() -> Optional[Path]:
@@ -109,9 +110,28 @@ def _path(key: Dict[str, Any]) -> Optional[Path]:
     return d / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:40] + ".npz")
 
 
-def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePair, Dict[str, Any]]]:
-    """(top pair, metadata) of the table stored under ``key``, or None (no cache, no file, or an unusable file:
-    then a warning, at ``stacklevel``, and the caller rebuilds)."""
+def _pair_fields(prefix: str, pair: DiscretePair) -> Dict[str, Any]:
+    return {prefix + "t0": pair.t0, prefix + "h": pair.h, prefix + "omega": pair.omega, prefix + "nu": pair.nu,
+            prefix + "p_inf": pair.p_inf, prefix + "q_ninf": pair.q_ninf, prefix + "pair_roundoff": pair.roundoff}
+
+
+def _read_pair(z, prefix: str) -> DiscretePair:
+    """A stored pair, constructed through :class:`.discrete.DiscretePair`'s own checks."""
+    pair_c = float(z[prefix + "pair_roundoff"])  # the pair's own normalization factor (discrete.py, Lemma R6)
+    if not 0.0 <= pair_c:
+        raise ValueError(f"its pair's normalization factor is negative: {pair_c!r}")
+    return DiscretePair(float(z[prefix + "t0"]), float(z[prefix + "h"]), np.array(z[prefix + "omega"], dtype=np.float64),
+                        np.array(z[prefix + "nu"], dtype=np.float64), float(z[prefix + "p_inf"]),
+                        float(z[prefix + "q_ninf"]), pair_c)
+
+
+def _small_roundoff(c: Any) -> bool:
+    return isinstance(c, float) and 0.0 <= c < 1e-3
+
+
+def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePair, Dict[str, Any], Tuple]]:
+    """(top pair, metadata, members ((pair, C), ...)) of the table stored under ``key``, or None (no cache, no file,
+    or an unusable file: then a warning, at ``stacklevel``, and the caller rebuilds)."""
     path = _path(key)
     if path is None or not path.is_file():
         return None
@@ -121,12 +141,12 @@ def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePai
             meta = json.loads(str(z["meta"]))
             if stored != json.loads(json.dumps(key)):
                 raise ValueError("its key differs from the one asked for")
-            pair_c = float(z["pair_roundoff"])  # the pair's own normalization factor (discrete.py, Lemma R6)
-            if not 0.0 <= pair_c:
-                raise ValueError(f"its pair's normalization factor is negative: {pair_c!r}")
-            pair = DiscretePair(float(z["t0"]), float(z["h"]), np.array(z["omega"], dtype=np.float64),
-                                np.array(z["nu"], dtype=np.float64), float(z["p_inf"]), float(z["q_ninf"]), pair_c)
-        if not (isinstance(meta.get("roundoff"), float) and 0.0 <= meta["roundoff"] < 1e-3):
+            pair = _read_pair(z, "")
+            cs = meta.get("member_roundoffs")
+            if not (isinstance(cs, list) and all(_small_roundoff(c) for c in cs)):
+                raise ValueError(f"its members' round-offs C are not small non-negative numbers: {cs!r}")
+            members = tuple((_read_pair(z, f"member{k}_"), c) for k, c in enumerate(cs))
+        if not _small_roundoff(meta.get("roundoff")):
             raise ValueError(f"its round-off C is not a small non-negative number: {meta.get('roundoff')!r}")
         # what load_or_build restores besides the pair: a file without them is refused here, not a KeyError there
         if not (type(meta.get("states")) is int and meta["states"] >= 1):
@@ -137,12 +157,14 @@ def load(key: Dict[str, Any], stacklevel: int = 3) -> Optional[Tuple[DiscretePai
         warnings.warn(f"ball table cache: {path} is not usable ({type(e).__name__}: {e}); rebuilding the table",
                       RuntimeWarning, stacklevel=stacklevel)
         return None
-    return pair, meta
+    return pair, meta, members
 
 
-def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any], stacklevel: int = 3) -> Optional[Path]:
-    """Store ``pair`` and ``meta`` under ``key`` (atomic: a temporary file renamed); None without a cache or when
-    the directory is not writable (then a warning, at ``stacklevel``; the table is still used)."""
+def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any], stacklevel: int = 3,
+         members: Sequence[Tuple[DiscretePair, float]] = ()) -> Optional[Path]:
+    """Store ``pair``, ``meta`` and ``members`` ((pair, C), ...) under ``key`` (atomic: a temporary file renamed);
+    None without a cache or when the directory is not writable (then a warning, at ``stacklevel``; the table is
+    still used)."""
     path = _path(key)
     if path is None:
         return None
@@ -151,8 +173,11 @@ def save(key: Dict[str, Any], pair: DiscretePair, meta: Dict[str, Any], stacklev
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, key=json.dumps(key, sort_keys=True), meta=json.dumps(meta), t0=pair.t0, h=pair.h,
-                     omega=pair.omega, nu=pair.nu, p_inf=pair.p_inf, q_ninf=pair.q_ninf, pair_roundoff=pair.roundoff)
+            fields = _pair_fields("", pair)
+            for k, (member, _) in enumerate(members):
+                fields.update(_pair_fields(f"member{k}_", member))
+            meta = {**meta, "member_roundoffs": [float(c) for _, c in members]}
+            np.savez(f, key=json.dumps(key, sort_keys=True), meta=json.dumps(meta), **fields)
         os.replace(tmp, path)
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
@@ -167,14 +192,15 @@ _Table = TypeVar("_Table")
 
 
 def load_or_build(key: Dict[str, Any], build: Callable[[], _Table],
-                  restore: Callable[[DiscretePair, float, int, float], _Table]) -> _Table:
-    """The table stored under ``key``, as ``restore(top, roundoff, states, seconds)``, or else ``build()`` (a table
-    with ``top``, ``roundoff``, ``states`` and ``seconds``), stored under ``key`` (:func:`load`, :func:`save`; their
-    warnings name the caller of the table's own cached function)."""
+                  restore: Callable[[DiscretePair, float, int, float, Tuple], _Table]) -> _Table:
+    """The table stored under ``key``, as ``restore(top, roundoff, states, seconds, members)``, or else ``build()`` (a
+    table with ``top``, ``roundoff``, ``states``, ``seconds`` and, if it has them, ``members``), stored under ``key``
+    (:func:`load`, :func:`save`; their warnings name the caller of the table's own cached function)."""
     hit = load(key, stacklevel=4)
     if hit is not None:
-        top, meta = hit
-        return restore(top, meta["roundoff"], int(meta["states"]), float(meta["seconds"]))
+        top, meta, members = hit
+        return restore(top, meta["roundoff"], int(meta["states"]), float(meta["seconds"]), members)
     tab = build()
-    save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds}, stacklevel=4)
+    save(key, tab.top, {"roundoff": tab.roundoff, "states": tab.states, "seconds": tab.seconds}, stacklevel=4,
+         members=getattr(tab, "members", ()))
     return tab
