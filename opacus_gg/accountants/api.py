@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Callable, Optional, Sequence, Tuple
@@ -406,13 +407,22 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
         if family_applies(pair_segs) and math.isfinite(res.epsilon_upper):
             h = max(res.mesh, FAMILY_RELATIVE_MESH * max(res.epsilon_upper, FAMILY_EPSILON_FLOOR))
             try:  # V_T beyond the grid is read as W⁺(t_max): far above ε, where V_T ≪ δ, that costs nothing
-                out[d] = min(out[d], family_epsilon(pair_segs[0], delta, d, h, res.domain_L,
-                                                    2.0 * res.epsilon_upper + 1.0))
+                out[d] = min(out[d], _family_epsilon_kept(segs[0], spec, delta, d, h, res.domain_L,
+                                                          2.0 * res.epsilon_upper + 1.0))
             except AccountingError as e:  # a self-check failed, or W⁺ did not fall to δ on its grid
                 warnings.warn(f"ball_bound='table': the family maximum could not certify its numerics "
                               f"({str(e).splitlines()[0]}); the envelope's proven epsilon is kept ({d} direction)",
                               UserWarning, stacklevel=2)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _family_epsilon_kept(seg: Segment, spec: Optional[TableSpec], delta: float, direction: str, h: float,
+                         half_width: float, t_max: float) -> float:
+    """:func:`.family_composition.family_epsilon` of one table segment, kept for the process: its table is the
+    process's own (:func:`.ball_prv.ball_table`, keyed by the same parameters), so these arguments determine the
+    value, and a report asked again (its history, the CLI's JSON and text, a checkpoint's accountant) reuses it."""
+    return family_epsilon(_ball_table_segments([seg], spec)[0], delta, direction, h, half_width, t_max)
 
 
 def _ball_table_composition(segs: Sequence[Segment], spec: Optional[TableSpec]) -> str:
