@@ -40,8 +40,8 @@ from .ball_rdp import (combine, gaussian_rdp_epsilon_below, rdp_ball_delta, rdp_
 from . import low_orders
 from .checks import AccountingError, LossBeyondGrid
 from .composition import CompositionResult, compose_delta, compose_history
-from .family_composition import (FAMILY_EPSILON_FLOOR, FAMILY_MAX_CONVOLUTIONS, FAMILY_RELATIVE_MESH, family_applies,
-                                 family_epsilon)
+from .family_composition import (FAMILY_EPSILON_FLOOR, FAMILY_RELATIVE_MESH, family_applies, family_epsilon,
+                                 family_refusal)
 from .full_batch import full_batch_shift, gaussian_delta_upper, gaussian_epsilon, is_full_batch_gaussian
 from .gaussian_domination import gaussian_domination_applies, gaussian_domination_constant
 from .history import PairSegment, Segment, normalize_history
@@ -428,12 +428,10 @@ def _family_epsilon_kept(seg: Segment, spec: Optional[TableSpec], delta: float, 
 def _ball_table_composition(segs: Sequence[Segment], spec: Optional[TableSpec]) -> str:
     """How :func:`ball_table_epsilon` composes ``segs``' tables (the report's ``details["ball_table_composition"]``)."""
     pair_segs = _ball_table_segments(segs, spec)
-    if pair_segs is not None and family_applies(pair_segs):
+    why = "no table" if pair_segs is None else family_refusal(pair_segs)
+    if why is None:
         return (f"the per-state maximum over the table's {len(pair_segs[0].members)} family members (Lemma M1), "
                 "where below the envelope's PRV")
-    why = ("steps x members above FAMILY_MAX_CONVOLUTIONS = " + str(FAMILY_MAX_CONVOLUTIONS)
-           if pair_segs is not None and len(pair_segs) == 1 and getattr(pair_segs[0], "members", ())
-           else "not one table segment with a family")
     return f"the PRV of the table's envelope pair ({why})"
 
 

@@ -31,7 +31,7 @@ from .history import PairSegment
 from .profile import one_step_delta
 
 __all__ = ["Grid", "Kernel", "contract_to_grid", "make_kernel", "Recursion", "FAMILY_MAX_CONVOLUTIONS", "FAMILY_RELATIVE_MESH",
-           "FAMILY_EPSILON_FLOOR", "family_applies", "member_kernel", "family_epsilon"]
+           "FAMILY_EPSILON_FLOOR", "family_refusal", "family_applies", "member_kernel", "family_epsilon"]
 
 _U = UNIT_ROUNDOFF
 _ULD = float(np.finfo(np.longdouble).eps) / 2.0
@@ -147,8 +147,8 @@ def make_kernel(label: str, lower: Optional[Tuple[np.ndarray, np.ndarray, float]
     rp = np.clip(up - kp * h, 0.0, h)
     theta = np.clip((np.exp(-rp) - math.exp(-h)) / -math.expm1(-h) * (1.0 - 1e-9) - 1e-15, 0.0, 1.0)
     kp = kp.astype(np.int64)
-    jmin = int(min(k.min(initial=kp.min()), kp.min()))
-    jmax = int(max(k.max(initial=kp.max() + 1), kp.max() + 1))
+    jmin = int(k.min(initial=kp.min()))  # over both ends' cells (k is empty for the upper end alone)
+    jmax = int(k.max(initial=kp.max() + 1))
     n = jmax - jmin + 1
     lo = np.bincount(k - jmin, w, n) * (1.0 - (len(w) + 4) * _U)
     hi = np.bincount(kp - jmin, mp * theta, n) + np.bincount(kp + 1 - jmin, mp * (1.0 - theta), n)
@@ -252,7 +252,6 @@ class Recursion:
                 fft_convolution_error(kp2, kp1, xp2, xp1, self.nf)
             check_finite(tot_hi, "recursion (upper)")
             if self.upper_only:
-                tot_lo = self.b
                 better = tot_hi > best_hi
             else:
                 (kf0, k02, k01), (xf0, x02, x01), (b0, e0) = lo_arrs, ins[0], low
@@ -260,16 +259,21 @@ class Recursion:
                     k02, k01, x02, x01, self.nf)
                 check_finite(tot_lo, "recursion (lower)")
                 better = tot_lo > best_lo
+                best_lo = np.maximum(best_lo, tot_lo)
             arg[better] = k
-            best_lo = np.maximum(best_lo, tot_lo)
             best_hi = np.maximum(best_hi, tot_hi)
-        if clamp:
+        if self.upper_only:  # W⁻ stays B (set by :meth:`start`)
+            pass
+        elif clamp:
             lo = np.minimum(np.maximum(np.maximum(best_lo, self.lo), self.b), 1.0)
             self.lo = np.maximum.accumulate(lo[::-1])[::-1]
+        else:
+            self.lo = best_lo
+        if clamp:
             hi = np.maximum(np.minimum(best_hi, 1.0), self.b)
             self.hi = np.minimum.accumulate(hi)
         else:
-            self.lo, self.hi = best_lo, best_hi
+            self.hi = best_hi
         if np.any(self.lo > self.hi * (1.0 + 1e-9) + 1e-300):
             i = int(np.argmax(self.lo - self.hi))
             raise AccountingError(
@@ -331,12 +335,19 @@ FAMILY_RELATIVE_MESH = 5e-4
 FAMILY_EPSILON_FLOOR = 0.2
 
 
-def family_applies(segs: Sequence) -> bool:
-    """Whether :func:`family_epsilon` composes ``segs``: one :class:`.history.PairSegment` with a family, of at most
-    :data:`FAMILY_MAX_CONVOLUTIONS` step convolutions."""
+def family_refusal(segs: Sequence) -> Optional[str]:
+    """Why :func:`family_epsilon` does not compose ``segs`` (None where it does: one :class:`.history.PairSegment`
+    with a family, of at most :data:`FAMILY_MAX_CONVOLUTIONS` step convolutions)."""
     if len(segs) != 1 or not isinstance(segs[0], PairSegment) or not segs[0].members:
-        return False
-    return segs[0].steps * len(segs[0].members) <= FAMILY_MAX_CONVOLUTIONS
+        return "not one table segment with a family"
+    if segs[0].steps * len(segs[0].members) > FAMILY_MAX_CONVOLUTIONS:
+        return f"steps x members above FAMILY_MAX_CONVOLUTIONS = {FAMILY_MAX_CONVOLUTIONS}"
+    return None
+
+
+def family_applies(segs: Sequence) -> bool:
+    """Whether :func:`family_epsilon` composes ``segs`` (:func:`family_refusal` says why not)."""
+    return family_refusal(segs) is None
 
 
 def member_kernel(label: str, pairs: Tuple, roundoff: float, sample_rate: float, ts: np.ndarray, direction: str,
