@@ -148,14 +148,20 @@ def ideal_base(beta: float, eta: float, abs_err: float = 0.0, min_cells: float =
         seen.update(a0=a0, p=p, lib=lib_rate(a0, b, p))
         return rate * a0 ** (1.0 - p / 2.0)
 
-    def base_pair(R, rates, orders, t, grid=None, gauss_rate=None, mean_variance=False):
-        if R < min_cells * seen["a0"] ** seen["p"]:
-            with mock.patch.object(ball_prv, "GGPair", GGPair):  # the library's Base, unraised
-                return lib_pair(R, rates, orders, t, grid, seen["lib"], mean_variance)
-        return lib_pair(R, rates, orders, t, grid, gauss_rate, mean_variance)
+    def confined(lib_fn):
+        """``lib_fn`` (base_pair, or base_values where the contour Base is on) with the ideal rate only in the
+        states of p-mass ≥ min_cells·a_0^p, and the library's rate, unraised, below."""
+        def fn(R, rates, orders, t, grid=None, gauss_rate=None, mean_variance=False):
+            if R < min_cells * seen["a0"] ** seen["p"]:
+                with mock.patch.object(ball_prv, "GGPair", GGPair):  # the library's Base, unraised
+                    return lib_fn(R, rates, orders, t, grid, seen["lib"], mean_variance)
+            return lib_fn(R, rates, orders, t, grid, gauss_rate, mean_variance)
+        return fn
 
     with mock.patch.object(ball_prv, "base_gaussian_rate", gauss_rate), \
-            mock.patch.object(ball_prv, "base_pair", base_pair), mock.patch.object(ball_prv, "GGPair", raised):
+            mock.patch.object(ball_prv, "base_pair", confined(lib_pair)), \
+            mock.patch.object(ball_prv, "base_values", confined(ball_prv.base_values)), \
+            mock.patch.object(ball_prv, "GGPair", raised):
         yield
 
 

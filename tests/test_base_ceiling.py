@@ -65,6 +65,23 @@ def test_ideal_base_is_confined_to_its_block_and_below_the_librarys_base():
     np.testing.assert_array_equal(again.top.omega, lib.top.omega)
 
 
+def test_ideal_base_keeps_the_librarys_base_below_min_cells_where_the_contour_base_is_on():
+    """With the contour Base (β = 2.5, Base cell 0.05 ≤ the data's 0.1) the Base states go through ``base_values``:
+    ``min_cells`` confines the ideal rate there too (no state qualifies: the library's table bit for bit)."""
+    spec = TableSpec(a0=0.1, ratio_low=1.5, ratio_high=1.5, high_from=0.7, h=0.05, half_width=8.0, mass_split=1,
+                     mean_variance=True)
+    lib = ball_prv.build_table(0.5, 2.5, 2.0, spec)
+    assert lib.base.startswith("contour")
+    with bc.ideal_base(2.5, 0.0, min_cells=1e9):
+        none = ball_prv.build_table(0.5, 2.5, 2.0, spec)
+    with bc.ideal_base(2.5, 0.0):
+        ideal = ball_prv.build_table(0.5, 2.5, 2.0, spec)
+    np.testing.assert_array_equal(none.top.omega, lib.top.omega)
+    alpha = np.exp(np.linspace(0.0, 3.0, 13))
+    assert np.all(ideal.top.h_pq(alpha) <= lib.top.h_pq(alpha) * (1 + 1e-12))
+    assert np.any(ideal.top.h_pq(alpha) < lib.top.h_pq(alpha) * (1 - 1e-6))
+
+
 def test_ideal_base_absolute_error_raises_the_base_only():
     with bc.ideal_base(3.0, 0.0):
         ideal = ball_prv.build_table(1.0, 3.0, 2.0, _TINY)

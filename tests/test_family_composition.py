@@ -90,6 +90,38 @@ def test_the_upper_end_alone_is_the_two_sided_recursions_upper_end_or_below_it_b
             assert np.all(upper.hi <= both.hi) and np.any(upper.hi < both.hi)
 
 
+@pytest.mark.parametrize("u_range", [(-3.0, 3.0), (-0.2, 4.5), (-4.5, 0.1)])
+def test_one_upper_step_is_the_direct_sum_over_the_extended_array(u_range):
+    """The batched circular FFT of length lw (not lw + lk − 1) reads no wrapped entry: one step without the clamps
+    equals max_k [Σ_j hi_k(j)·X_{i−j} + ρ_k], X = W⁺ on the grid, the chord below and W⁺_{n−1} above, summed directly
+    in long double, within the step's own round-off bound, for kernels reaching far beyond both ends of the grid."""
+    grid = Grid.around(1e-2, -1.0, 2.0)
+    kernels = [b for _, b in _random_kernels(grid, u_range)]
+    rec = Recursion(kernels, grid, upper_only=True)
+    assert rec.nf < rec.lw + rec.lk - 1  # shorter than the linear convolution's length
+    rng = np.random.default_rng(3)
+    w0 = np.minimum.accumulate(np.maximum(rec.b + 0.3 * rng.uniform(size=grid.n) * np.exp(-grid.t), rec.b))
+    rec.hi = np.minimum(w0, 1.0)
+    x = rec.hi.astype(np.longdouble)
+    t0 = float(grid.t[0])
+    direct = np.full(grid.n, -np.inf, dtype=np.longdouble)
+    for k in kernels:
+        j = k.jmin + np.arange(len(k.hi))
+        tot = np.zeros(grid.n, dtype=np.longdouble)
+        for i in range(grid.n):
+            idx = i - j
+            t = (idx - grid.i0) * grid.h
+            inner = np.clip(idx, 0, grid.n - 1)
+            val = np.where(idx < 0, 1.0 - np.exp(t - t0) * (1.0 - x[0]), np.where(idx >= grid.n, x[-1], x[inner]))
+            tot[i] = np.sum(k.hi.astype(np.longdouble) * val) + k.rho
+        direct = np.maximum(direct, tot)
+    rec.lo = np.zeros(grid.n)  # random kernels are no PLDs (E e^{−L} > 1): W⁺ may fall below B here
+    rec.step(clamp=False)
+    gap = np.abs(rec.hi - direct.astype(np.float64))
+    assert np.max(gap) < 1e-12
+    assert np.any(rec.hi != 0.0) and np.all(rec.hi >= direct.astype(np.float64) - 1e-15)
+
+
 def test_the_members_are_the_top_states_base_and_products_and_lie_below_the_top_pair():
     tab = _table(2.5, 2.0)
     lat = ball_prv._lattice(tab.m, SMALL)

@@ -162,8 +162,10 @@ class Recursion:
     r"""V_s on the grid, lower (W⁻) and upper (W⁺) ends, for kernels of one direction (Lemmas A1, A4).
 
     Layout: every kernel on cells J_min … J_max; the extended arrays hold grid indices −J_max … n − 1 − J_min, the
-    fallbacks outside 0 … n − 1 (lower: R = 0, i.e. V ≥ B; upper: R = 1 − B below, W⁺_{n−1} above); the linear
-    convolution's entry i + J_max − J_min is Σ_j w_j·X_{i−j}. ``upper_only``: W⁺ alone (W⁻ stays B, the trivial
+    fallbacks outside 0 … n − 1 (lower: R = 0, i.e. V ≥ B; upper: R = 1 − B below, W⁺_{n−1} above); the
+    convolution's entry i + J_max − J_min is Σ_j w_j·X_{i−j}, computed as a circular convolution of the length-lw
+    extended array (it reads no wrapped entry there; the FFT round-off bound, Lemma R3(b), holds for any length), one
+    batched transform for all kernels per end. ``upper_only``: W⁺ alone (W⁻ stays B, the trivial
     lower end), at half the FFTs, and below the grid the chord in α = e^t from (0, 1) to (e^{t_0}, W⁺_0) instead of 1:
     V is convex in α with V = 1 at α = 0, so V(t) ≤ 1 − e^{t − t_0}(1 − W⁺_0) for t < t_0 (tight where V ≈ B: its
     excess over B is at most W⁺_0 − B(t_0)), which lets the grid start at t_0 = −1."""
@@ -174,23 +176,39 @@ class Recursion:
         self.jmax = max([0] + [k.jmax for k in kernels])
         self.lk = self.jmax - self.jmin + 1
         self.lw = grid.n + self.jmax - self.jmin
-        self.nf = sfft.next_fast_len(self.lw + self.lk - 1, real=True)
+        # the entries read, off … off + n − 1 (off = J_max − J_min), take X at extended indices i + off − a ∈ [0, lw − 1]
+        # for every kernel cell a ∈ [0, lk − 1]: a circular convolution of any length ≥ lw never wraps onto them, so
+        # the FFT needs lw points, not the linear convolution's lw + lk − 1
+        self.nf = sfft.next_fast_len(self.lw, real=True)
         self.t = grid.t
         self.b = -np.expm1(np.minimum(self.t, 0.0))  # B(t_i) = (1 − e^{t_i})_+
         t_ext = (np.arange(-self.jmax, grid.n - self.jmin) - grid.i0) * grid.h
         self.below = np.minimum(np.exp(np.minimum(t_ext, 0.0)), 1.0)[:self.jmax]  # 1 − B = e^t below the grid
         # upper_only: R = V − B ≤ e^t − e^{t − t_0}(1 − W⁺_0) = e^t·(1 − e^{−t_0}(1 − W⁺_0)) below the grid (t < t_0 < 0)
         self._e_below = self.below * math.exp(-float(self.t[0])) if upper_only else None
-        self.spec = []
-        for k in self.kernels:
-            arrs = []
-            for w in ((k.hi,) if upper_only else (k.lo, k.hi)):
-                full = np.zeros(self.lk)
-                full[k.jmin - self.jmin:k.jmin - self.jmin + len(w)] = w
+        # per end (lower, upper), the kernels stacked: spectra (K × nf/2 + 1), ℓ2 and ℓ1 norms (rounded up), and the
+        # exactly summed B part with its error bound (K × n)
+        self.ends = {}
+        for end in (("hi",) if upper_only else ("lo", "hi")):
+            full = np.zeros((len(self.kernels), self.lk))
+            l2, l1, val, err = [], [], [], []
+            for i, k in enumerate(self.kernels):
+                w = getattr(k, end)
+                full[i, k.jmin - self.jmin:k.jmin - self.jmin + len(w)] = w
                 grow = 1.0 + 4.0 * len(w) * _U
-                arrs.append((sfft.rfft(full, self.nf), float(np.linalg.norm(w)) * grow, float(np.sum(w)) * grow))
-            low = None if upper_only else self._exact_b(k.lo, k.jmin)
-            self.spec.append(([None] + arrs if upper_only else arrs, low, self._exact_b(k.hi, k.jmin), k.rho))
+                l2.append(float(np.linalg.norm(w)) * grow)
+                l1.append(float(np.sum(w)) * grow)
+                v, e = self._exact_b(w, k.jmin)
+                val.append(v)
+                err.append(e)
+            spectra = sfft.rfft(full, self.nf, axis=-1) if self.kernels else np.zeros((0, self.nf // 2 + 1), complex)
+            val, err = np.array(val).reshape(-1, grid.n), np.array(err).reshape(-1, grid.n)
+            if end == "hi":  # (the B part + its error + ρ), rounded up
+                rho = np.array([k.rho for k in self.kernels]) * (1.0 + 2.0 * _U)
+                const = val + err + rho[:, None]
+            else:  # the B part − its error, rounded down
+                const = val - err
+            self.ends[end] = (spectra, np.array(l2), np.array(l1), const)
         self.start()
 
     def _exact_b(self, w: np.ndarray, jmin: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -222,46 +240,45 @@ class Recursion:
         out[self.jmax + self.grid.n:] = above
         return out
 
-    def step(self, which: Optional[Sequence[int]] = None, clamp: bool = True) -> np.ndarray:
+    def step(self, which: Optional[Sequence[int]] = None, clamp: bool = True, track: bool = True
+             ) -> Optional[np.ndarray]:
         r"""One step: W⁻ ← max_k [lo_k * W⁻] − errors, W⁺ ← max_k [hi_k * W⁺ + ρ_k] + errors (k over ``which``, default
         all; * the convolution Σ_j w_j·W_{i−j}, with B's part summed directly), then the facts every V_s has (Lemma
         A1): V_s ≥ V_{s−1} ≥ B, V ≤ 1, non-increasing in t (``clamp=False``: not applied, so that the recursion is
         the bare composition formula, for its test). Returns the index of the kernel that set W⁻ (``upper_only``: W⁺)
-        at each grid point."""
+        at each grid point (``track=False``: None, and not computed)."""
         n, off = self.grid.n, self.jmax - self.jmin
-        which = range(len(self.kernels)) if which is None else which
-        r_lo = None if self.upper_only else self._ext(self.lo - self.b, 0.0, 0.0)
+        which = None if which is None else np.asarray(which, dtype=np.int64)
         below = self.below
         if self.upper_only and self.t[0] < 0.0:  # the chord below the grid; its terms are ≤ e^t each and carry a
             # few roundings (exp, the products; 1 − W⁺_0 is exact for W⁺_0 ≥ B(t_0) ≥ 1/2), so 16u·e^t absolute covers
             # the cancellation where V ≈ B
             below = np.maximum(self.below - self._e_below * (1.0 - float(self.hi[0])), 0.0) + 16.0 * _U * self.below
             below = np.minimum(below, self.below)
-        r_hi = self._ext(self.hi - self.b, below, float(self.hi[-1]))
-        ins = [None] if self.upper_only else []
-        for x in ((r_hi,) if self.upper_only else (r_lo, r_hi)):
+        best = {}
+        for end in (("hi",) if self.upper_only else ("lo", "hi")):
+            x = (self._ext(self.hi - self.b, below, float(self.hi[-1])) if end == "hi"
+                 else self._ext(self.lo - self.b, 0.0, 0.0))
             grow = 1.0 + 4.0 * len(x) * _U
-            ins.append((sfft.rfft(x, self.nf), float(np.linalg.norm(x)) * grow, float(np.sum(np.abs(x))) * grow))
-        best_lo = np.full(n, -np.inf)
-        best_hi = np.full(n, -np.inf)
-        arg = np.zeros(n, dtype=np.int64)
-        for k in which:
-            (lo_arrs, hi_arrs), low, (bp, ep), rho = self.spec[k]
-            (kfp, kp2, kp1), (xfp, xp2, xp1) = hi_arrs, ins[1]
-            tot_hi = bp + ep + rho * (1.0 + 2.0 * _U) + sfft.irfft(kfp * xfp, self.nf)[off:off + n] + \
-                fft_convolution_error(kp2, kp1, xp2, xp1, self.nf)
-            check_finite(tot_hi, "recursion (upper)")
-            if self.upper_only:
-                better = tot_hi > best_hi
-            else:
-                (kf0, k02, k01), (xf0, x02, x01), (b0, e0) = lo_arrs, ins[0], low
-                tot_lo = b0 - e0 + sfft.irfft(kf0 * xf0, self.nf)[off:off + n] - fft_convolution_error(
-                    k02, k01, x02, x01, self.nf)
-                check_finite(tot_lo, "recursion (lower)")
-                better = tot_lo > best_lo
-                best_lo = np.maximum(best_lo, tot_lo)
-            arg[better] = k
-            best_hi = np.maximum(best_hi, tot_hi)
+            xf = sfft.rfft(x, self.nf)
+            x2, x1 = float(np.linalg.norm(x)) * grow, float(np.sum(np.abs(x))) * grow
+            spectra, k2, k1, const = self.ends[end]
+            if which is not None:
+                spectra, k2, k1, const = spectra[which], k2[which], k1[which], const[which]
+            prod = spectra * xf
+            tot = sfft.irfft(prod, self.nf, axis=-1, overwrite_x=True)[:, off:off + n]
+            tot += const  # the upper end: (B part + its error + ρ) + the convolution + its round-off, each rounded up
+            err = fft_convolution_error(k2, k1, x2, x1, self.nf)[:, None]
+            if end == "hi":
+                tot += err
+            else:  # the lower end, rounded down
+                tot -= err
+            check_finite(tot, "recursion (upper)" if end == "hi" else "recursion (lower)")
+            best[end] = tot
+        ids = np.arange(len(self.kernels)) if which is None else which
+        arg = ids[np.argmax(best["hi" if self.upper_only else "lo"], axis=0)] if track else None
+        best_hi = np.max(best["hi"], axis=0)
+        best_lo = None if self.upper_only else np.max(best["lo"], axis=0)
         if self.upper_only:  # W⁻ stays B (set by :meth:`start`)
             pass
         elif clamp:
@@ -321,8 +338,10 @@ class Recursion:
 # --- the family maximum of a ball table (Lemma M1) ------------------------------------------------------------
 
 #: the most step convolutions (steps × members) :func:`family_epsilon` runs; beyond, the envelope's ε alone is
-#: published (the recursion is sequential in the steps: T·K FFTs, where the envelope composes by FFT powers)
-FAMILY_MAX_CONVOLUTIONS = 40_000
+#: published (the recursion is sequential in the steps: T·K FFTs, where the envelope composes by FFT powers; its grid
+#: has ≈ 4000 + 4000/ε points at every ε (step ε/2000 over [−1, 2ε + 1]), so the cost is ∝ T·K: measured 2.0–2.5 s
+#: per direction at T = 1000, K = 32 on one core)
+FAMILY_MAX_CONVOLUTIONS = 80_000
 
 
 #: the recursion's grid step relative to the envelope's ε (not finer than the envelope composition's mesh): the
@@ -381,5 +400,5 @@ def family_epsilon(seg: PairSegment, delta: float, direction: str, h: float, hal
                for i, (pairs, c) in enumerate(seg.members)]
     rec = Recursion(kernels, grid, upper_only=True)
     for _ in range(seg.steps):
-        rec.step()
+        rec.step(track=False)
     return rec.epsilon(delta)[1]
