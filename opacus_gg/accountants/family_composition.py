@@ -277,8 +277,10 @@ class Recursion:
             best[end] = tot
         ids = np.arange(len(self.kernels)) if which is None else which
         arg = ids[np.argmax(best["hi" if self.upper_only else "lo"], axis=0)] if track else None
-        best_hi = np.max(best["hi"], axis=0)
-        best_lo = None if self.upper_only else np.max(best["lo"], axis=0)
+        # the two additions after the transform round to nearest: ≤ 2u of the (non-negative, up to the FFT's noise,
+        # which the error term exceeds) summands each, so the upper end is raised and the lower end lowered by 4u
+        best_hi = np.max(best["hi"], axis=0) * (1.0 + 4.0 * _U)
+        best_lo = None if self.upper_only else np.max(best["lo"], axis=0) * (1.0 - 4.0 * _U)
         if self.upper_only:  # W⁻ stays B (set by :meth:`start`)
             pass
         elif clamp:
