@@ -401,10 +401,11 @@ def ball_table_epsilon(segs: Sequence[Segment], delta: float, *, eps_error: floa
     if pair_segs is None:
         return None
     out = {}
+    family = family_applies(pair_segs)
     for d in ("remove", "add"):
         res = _compose_tight(pair_segs, delta, d, eps_error, delta_error)
         out[d] = res.epsilon_upper
-        if family_applies(pair_segs) and math.isfinite(res.epsilon_upper):
+        if family and math.isfinite(res.epsilon_upper):
             h = max(res.mesh, FAMILY_RELATIVE_MESH * max(res.epsilon_upper, FAMILY_EPSILON_FLOOR))
             try:  # V_T beyond the grid is read as W⁺(t_max): far above ε, where V_T ≪ δ, that costs nothing
                 out[d] = min(out[d], _family_epsilon_kept(segs[0], spec, delta, d, h, res.domain_L,

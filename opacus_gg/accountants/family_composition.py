@@ -267,7 +267,7 @@ class Recursion:
                 spectra, k2, k1, const = spectra[which], k2[which], k1[which], const[which]
             prod = spectra * xf
             tot = sfft.irfft(prod, self.nf, axis=-1, overwrite_x=True)[:, off:off + n]
-            tot += const  # the upper end: (B part + its error + ρ) + the convolution + its round-off, each rounded up
+            tot += const  # the B part (± its error; + ρ at the upper end) + the convolution (± its round-off, below)
             err = fft_convolution_error(k2, k1, x2, x1, self.nf)[:, None]
             if end == "hi":
                 tot += err
@@ -275,19 +275,20 @@ class Recursion:
                 tot -= err
             check_finite(tot, "recursion (upper)" if end == "hi" else "recursion (lower)")
             best[end] = tot
-        ids = np.arange(len(self.kernels)) if which is None else which
-        arg = ids[np.argmax(best["hi" if self.upper_only else "lo"], axis=0)] if track else None
+        arg = None
+        if track:
+            ids = np.arange(len(self.kernels)) if which is None else which
+            arg = ids[np.argmax(best["hi" if self.upper_only else "lo"], axis=0)]
         # the two additions after the transform round to nearest: ≤ 2u of the (non-negative, up to the FFT's noise,
         # which the error term exceeds) summands each, so the upper end is raised and the lower end lowered by 4u
         best_hi = np.max(best["hi"], axis=0) * (1.0 + 4.0 * _U)
         best_lo = None if self.upper_only else np.max(best["lo"], axis=0) * (1.0 - 4.0 * _U)
-        if self.upper_only:  # W⁻ stays B (set by :meth:`start`)
-            pass
-        elif clamp:
-            lo = np.minimum(np.maximum(np.maximum(best_lo, self.lo), self.b), 1.0)
-            self.lo = np.maximum.accumulate(lo[::-1])[::-1]
-        else:
-            self.lo = best_lo
+        if not self.upper_only:  # (upper_only: W⁻ stays B, set by :meth:`start`)
+            if clamp:
+                lo = np.minimum(np.maximum(np.maximum(best_lo, self.lo), self.b), 1.0)
+                self.lo = np.maximum.accumulate(lo[::-1])[::-1]
+            else:
+                self.lo = best_lo
         if clamp:
             hi = np.maximum(np.minimum(best_hi, 1.0), self.b)
             self.hi = np.minimum.accumulate(hi)
