@@ -342,8 +342,8 @@ class Recursion:
 
 #: the most step convolutions (steps × members) :func:`family_epsilon` runs; beyond, the envelope's ε alone is
 #: published (the recursion is sequential in the steps: T·K FFTs, where the envelope composes by FFT powers; its grid
-#: has ≈ 4000 + 4000/ε points at every ε (step ε/2000 over [−1, 2ε + 1]), so the cost is ∝ T·K: measured 2.0–2.5 s
-#: per direction at T = 1000, K = 32 on one core)
+#: has ≈ 4000 + 4000/ε points at every ε (step ε/2000 over [−1, 2ε + 1]), so the cost is ∝ T·K: measured 1.4–1.5 s
+#: per direction at T = 1000, K = 32 on one idle core, the median of 3)
 FAMILY_MAX_CONVOLUTIONS = 80_000
 
 
