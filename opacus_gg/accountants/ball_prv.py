@@ -18,8 +18,9 @@ and for β ≤ 2 the smaller of it and the Gaussian N(κ_β·a_0^{1−p/2}·√R
 mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.05, 2.1, …, 3:
 :func:`.ball_contour.shipped_betas`) and a_0 ≤ the data's, from mass a_0² on also the contour Base of
 :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error; :func:`base_states`,
-:func:`table_base`). The computed pairs carry the connect-the-dots round-off: each state records C with δ_computed ≥
-(1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is symmetric
+:func:`table_base`); where the spec sets ``sub_base``, the hull of the smaller of that and the state of a finer table
+under a_0 (Lemma T3s: :func:`sub_table_states`, :func:`min_pair`). The computed pairs carry the connect-the-dots
+round-off: each state records C with δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is symmetric
 (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top pair T and of
 T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact ones, and C enters the
 accountant's δ like a one-step PMF's round-off (Lemma R5).
@@ -30,8 +31,9 @@ lattice; at σ ≥ 1 the cost does not depend on σ): p = 1.2: 15.6k states, 35 
 p = 1.5: 231k, 8.5–10 min on a loaded machine; at 0.25 ≤ σ < 0.5 (the mass grid twice as fine, :meth:`TableSpec.
 mass_steps`): p = 1.2: 123k, 5 min; p = 1.5: 461k, 19–22 min; β > 2 at p = 2, σ = 1
 (:data:`ABOVE_TWO_SPEC`): 57.8k, 2.5–3.7 min on an idle core (its loss grid is 2.5× wider), and above σ = 1 where
-the contour Base has data (:func:`default_spec`: its cell held at 0.1 absolute) 1.5–3 min (β = 2.5, σ = 3.416 /
-2 / 1.3: 90 / 148 / 164 s on a loaded core); under 0.2 GB. The
+the contour Base has data (:func:`default_spec`: its cell held at 0.1 absolute, the finer table of Lemma T3s under
+it) 2.5–3.5 min (β = 2.5, σ = 3.416 / 2: 150 / 198 s of CPU, 44k + 15k / 63k + 15k states, beside another job;
+the whole CLI query's process ≤ 0.92 GB resident there and at β = 3, σ = 4.2577). The
 top pairs are kept for the process (:func:`ball_table`, LRU) and on disk (:mod:`.table_cache`), so a table is
 built once per (β, p, σ, spec) and library version.
 """
@@ -59,9 +61,11 @@ from .gg_pair import GGPair, _safe_log
 __all__ = ["TableSpec", "BallTable", "Swapped", "envelope_pair", "base_pair", "base_values", "base_states",
            "table_base", "moment_curve_bound",
            "base_log_moment_rates", "base_gaussian_rate", "build_table", "ball_table", "table_applies", "loss_grid",
+           "mass_grid", "min_pair", "sub_table_states",
            "default_spec", "NEAR_TWO_SPEC", "ABOVE_TWO_SPEC", "NEAR_ABOVE_TWO_SPEC", "FINE_MASS_BELOW_BETA",
            "FINER_MASS_BELOW_BETA", "NEAREST_TWO_MASS_RATE", "NEAREST_TWO_MASS_SPLIT_MAX",
-           "CONTOUR_CELL_GROWTH_MAX",
+           "CONTOUR_CELL_GROWTH_MAX", "LARGE_SIGMA_SUB_BASE", "LARGE_SIGMA_RATIO_LOW",
+           "LARGE_SIGMA_FROM",
            "mean_variance_bound"]
 
 
@@ -79,8 +83,12 @@ class TableSpec:
     ⌈m/refine_to⌉ (:meth:`mass_steps`; σ = 0.3: the excess 1.017–1.041 → 1.011–1.033 for 2× the states).
     ``tail`` (None: off) widens the loss grid to the one coordinate's tail (:meth:`half_width_at`; needed above
     β = 2); ``mean_variance`` adds the mean–variance bound to the Base (:func:`mean_variance_bound`; there is no
-    Gaussian Base above β = 2). Any spec gives an upper bound; finer ones a tighter one (defaults: within 2 % of the
-    equal-spread PRV at β = p ≤ 1.5, σ ≥ 0.4, and β = p = 1.2 at σ = 0.3; benchmarks/ball_table_results.md)."""
+    Gaussian Base above β = 2). ``sub_base`` (None: off) adds to each Base state E(R, a_0) a second bound, the state
+    of a finer table with the cap a_0 (Lemma T3s, :func:`sub_table_states`): its cells ratio ``sub_ratio`` on
+    (a'_0, a_0], a'_0 ≤ ``sub_base``·a_0, its p-mass step < a'_0^p/``sub_mass_split``, its own Base (Lemma T3) at
+    a'_0; the Base state is the hull of the smaller of the two. Any spec gives an upper bound; finer ones a tighter
+    one (defaults: within 2 % of the equal-spread PRV at β = p ≤ 1.5, σ ≥ 0.4, and β = p = 1.2 at σ = 0.3;
+    benchmarks/ball_table_results.md)."""
 
     a0: float = 0.03
     ratio_low: float = 1.02
@@ -93,6 +101,9 @@ class TableSpec:
     mass_split: int = 1
     tail: Optional[float] = None
     mean_variance: bool = False
+    sub_base: Optional[float] = None
+    sub_ratio: float = 1.02
+    sub_mass_split: int = 12
 
     def half_width_at(self, m: float, beta: float) -> float:
         """The loss grid's half-width at m (absolute): ``half_width``·m, widened where ``tail`` is set to the loss
@@ -135,6 +146,13 @@ class TableSpec:
             raise ValueError("mean_variance needs order 2 in orders (its Λ_2 bounds the variance)")
         if self.tail is not None and not 0.0 < self.tail < 1.0:
             raise ValueError(f"tail must be None or in (0, 1), got {self.tail!r}")
+        if self.sub_base is not None and not 0.0 < self.sub_base < 1.0:
+            raise ValueError(f"sub_base must be None or in (0, 1), got {self.sub_base!r}")
+        if not self.sub_ratio > 1.0:
+            raise ValueError(f"sub_ratio must be > 1, got {self.sub_ratio!r}")
+        if not (isinstance(self.sub_mass_split, int) and not isinstance(self.sub_mass_split, bool)
+                and self.sub_mass_split >= 1):
+            raise ValueError(f"sub_mass_split must be an integer >= 1, got {self.sub_mass_split!r}")
 
 
 #: the API builds tables for clip_norm_p ≤ this only at β ≤ 2. The table is valid for every p ≤ 2 (:func:`build_table`),
@@ -190,6 +208,17 @@ FAMILY_GROUPS = 32
 
 #: the contour Base's cell grows with σ up to this many times the spec's a_0 (:func:`default_spec`; a_0 ≤ 0.5m)
 CONTOUR_CELL_GROWTH_MAX = 5.0
+#: at p = 2, σ ≥ :data:`LARGE_SIGMA_FROM` and a β with contour data the default spec's Base states also read a finer
+#: table below the Base cell (``sub_base``, Lemma T3s) and its low cells are this fine: at large σ the Base states of
+#: one to four cells of mass (few coordinates, where U, V are RDP-level and the contour remainder is O(1)) set most of
+#: the excess; measured (β = 2.5, σ = 3.416, q = 1/23, T = 230, δ = 1e-5; the one coordinate 0.8709, the adaptive
+#: truth [0.8705, 0.8714]): family maximum 0.9237 → 0.9163 (the finer table alone) → 0.9107 (with ratio_low 1.01;
+#: 1.005: 0.9087); β = 3, σ = 4.2577: 0.8588 → 0.8370 (docs/accounting.md "A Base from a finer table"). Below σ = 2
+#: the gain was 0.1 % for 1.7× the build (β = 2.5, σ = 1.3: 2.0803 → 2.0784), at σ = 2 0.4 % for 1.5× (0.7968 →
+#: 0.7933)
+LARGE_SIGMA_SUB_BASE = 0.5
+LARGE_SIGMA_RATIO_LOW = 1.01
+LARGE_SIGMA_FROM = 2.0
 
 
 def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> TableSpec:
@@ -202,8 +231,10 @@ def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> Table
     shipped files), so the p-mass step stays the same
     fraction of m² while fewer coordinates sit above the Base cell (each is charged up to one mass step: at σ ≥ 2
     the spread shapes come within 10 % of the one coordinate and that charge was the excess; docs/accounting.md
-    "Large σ: the Base cell in absolute units"). Any spec gives a proven table; this one is a choice of cost and
-    tightness."""
+    "Large σ: the Base cell in absolute units"); from σ = :data:`LARGE_SIGMA_FROM` on also the low cells' ratio at
+    most :data:`LARGE_SIGMA_RATIO_LOW` and the Base states bounded by a finer table under the Base cell
+    (``sub_base`` = :data:`LARGE_SIGMA_SUB_BASE`, Lemma T3s; its mass split ⌈split·sub_base²⌉, so its p-mass step
+    is about the table's). Any spec gives a proven table; this one is a choice of cost and tightness."""
     if clip_norm_p <= FINE_MASS_FROM_P:
         return TableSpec()
     if beta <= 2.0:
@@ -218,7 +249,14 @@ def default_spec(clip_norm_p: float, beta: float = 2.0, m: float = 1.0) -> Table
     # the cell a0·m/f = the data's a_0 at f = m·(spec.a0/data.a0) (= m for the shipped files, a_0 = 0.1 = spec.a0),
     # never finer than the spec's, at most CONTOUR_CELL_GROWTH_MAX× coarser; kept strictly below, so the contour applies
     f = max(min(m * (spec.a0 / data.a0), 1.0), 1.0 / CONTOUR_CELL_GROWTH_MAX)
-    return replace(spec, a0=spec.a0 / f * (1.0 - 1e-9), mass_split=int(math.ceil(spec.mass_split / (f * f) - 1e-9)))
+    split = int(math.ceil(spec.mass_split / (f * f) - 1e-9))
+    spec = replace(spec, a0=spec.a0 / f * (1.0 - 1e-9), mass_split=split)
+    if not m <= 1.0 / LARGE_SIGMA_FROM:
+        return spec
+    # the finer table's p-mass step about the table's: (a_0/2)^p/split' ≈ a_0^p/split
+    sub_split = max(1, int(math.ceil(split * LARGE_SIGMA_SUB_BASE ** 2 - 1e-9)))
+    return replace(spec, ratio_low=min(spec.ratio_low, LARGE_SIGMA_RATIO_LOW), sub_base=LARGE_SIGMA_SUB_BASE,
+                   sub_mass_split=sub_split)
 
 
 def table_applies(clip_norm_p: float, count_noise_multiplier: Optional[float], beta: float = 2.0) -> bool:
@@ -517,36 +555,16 @@ def table_base(m: float, beta: float, p: float, spec: TableSpec,
     return contour_base, f"contour Base given ({type(contour_base).__name__})"
 
 
-def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None,
-                contour_base: Union[bool, ContourBase] = True) -> BallTable:
-    r"""Build E(m^p, m) (module docstring), column by column (cap a_j outer, mass R_i inner: a state reads the
-    previous column at the same mass and its own column at a smaller mass, so two columns are kept); ``spec``
-    None: :func:`default_spec` of (p, β, m); the Base states by :func:`base_states`, with the contour Base where
-    :func:`table_base` says it applies (``contour_base=False``: never; a :class:`.ball_contour.ContourBase`: that
-    one, e.g. the research tool's Arb K_c)."""
-    t0 = time.perf_counter()
-    m = validate_positive(m, "m (= 1/noise_multiplier)")
-    beta = validate_beta(beta)
-    if not 1.0 <= p <= 2.0:
-        raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
-    spec = default_spec(p, beta, m) if spec is None else spec
-    t = loss_grid(m, spec, beta)
-    lat = _lattice(m, spec)
-    r_top = m ** p
-    d_r = lat[0] ** p * (1.0 - 1e-9) / spec.mass_steps(m)  # < a_0^p (a_j^p rounded down below): every recursion
-    # lowers the mass index
-    n_r = int(math.ceil(r_top / d_r))
-    d_r = r_top / n_r * (1.0 + 1e-15)  # R_i = i·ΔR, R_N ≥ m^p (checked)
-    if not n_r * d_r >= r_top:
-        raise AccountingError("ball table: the p-mass grid does not reach m^p")
+def _columns(lat: np.ndarray, d_r: float, n_r: int, first: List, t: np.ndarray, grid: _Grid, beta: float, p: float,
+              members: Optional[List] = None) -> Tuple[List, int]:
+    r"""Lemma T1's recursion over the cells of ``lat`` (lat[0] the Base cell, ``first`` = [None, E(R_1, a_0), …,
+    E(R_N, a_0)] as (pair, C), R_i = i·``d_r``): column by column (cap a_j outer, mass R_i inner: a state reads the
+    previous column at the same mass and its own column at a smaller mass, so two columns are kept). Returns ([None,
+    E(R_1, a_J), …, E(R_N, a_J)], the number of states built); ``members`` (a list) receives the top state's product
+    of each column (Lemma M1)."""
     low = lat ** p * (1.0 - 1e-10)  # a_j^p rounded down: the rest's mass R − a_{j−1}^p is rounded up
-    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
-    g_rate = base_gaussian_rate(float(lat[0]), beta, p)
-    grid = _Grid(t)
-    contour, base_note = table_base(m, beta, p, spec, contour_base)
-    prev: List = base_states(d_r, n_r, rates, t, grid, spec, g_rate, contour, float(lat[0]))  # (pair, C)
-    states = n_r
-    members = [prev[n_r]]  # the top state's members (Lemma M1): its Base and each column's product
+    prev = first
+    states = 0
     for jj in range(1, lat.size):
         gg = envelope_pair([GGPair(float(lat[jj]), beta)], t, grid)
         cur: List = [None] * (n_r + 1)
@@ -568,13 +586,92 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
             pair, c = envelope_pair([prev[i][0], prod], t, grid)
             cur[i] = (pair, c + max(prev[i][1], c_prod))
             states += 1
-            if i == n_r:
+            if members is not None and i == n_r:
                 members.append((prod, c_prod))
         prev = cur
-    top, roundoff = prev[n_r]
+    return prev, states
+
+
+def mass_grid(r_top: float, cell: float, p: float, steps: int) -> Tuple[float, int]:
+    """(ΔR, N): the p-mass grid R_i = i·ΔR, i ≤ N, with ΔR < cell^p/``steps`` (every recursion over cells ≥ cell
+    lowers the mass index) and R_N ≥ ``r_top`` (checked)."""
+    d_r = cell ** p * (1.0 - 1e-9) / steps
+    n_r = int(math.ceil(r_top / d_r))
+    d_r = r_top / n_r * (1.0 + 1e-15)
+    if not n_r * d_r >= r_top:
+        raise AccountingError("ball table: the p-mass grid does not reach its top")
+    return d_r, n_r
+
+
+def min_pair(a: Tuple[DiscretePair, float], b: Tuple[DiscretePair, float], grid: _Grid) -> Tuple[DiscretePair, float]:
+    r"""(pair, C) dominating every shift that both ``a`` and ``b`` dominate (Lemma T3s): the lower convex hull of
+    min(a's curves, b's curves) as read on the grid, C = its c + max(C_a, C_b). A member's convex curve is ≤ each
+    pair's read curve/(1 − C), so ≤ their min/(1 − max C) and ≤ the hull of it (its greatest convex minorant)."""
+    da, ra = grid.read(a[0])
+    db, rb = grid.read(b[0])
+    pair, c = _hull_pair(grid, np.minimum(da, db), grid.e_neg * np.minimum(ra, rb))
+    return pair, c + max(a[1], b[1])
+
+
+def sub_table_states(a0: float, d_r: float, n_r: int, beta: float, p: float, spec: TableSpec, t: np.ndarray,
+                     grid: _Grid, contour: Optional[ContourBase]) -> Tuple[List, int]:
+    r"""[None, pair_1, …, pair_N] with pair_i = (pair, C) dominating S(R_i, a_0) = {μ : max μ ≤ a_0, Σμ^p ≤ i·d_r}
+    (Lemma T3s): the last column of Lemma T1's recursion over the cells a'_0 < … < a'_J' = a_0 (ratio
+    ``spec.sub_ratio``, a'_0 ≤ ``spec.sub_base``·a_0) on its own p-mass grid (ΔR' < a'_0^p/``spec.sub_mass_split``,
+    up to R_N) with Lemma T3's Base at a'_0 (and the contour Base where it applies), read at the least R'_{i'} ≥ R_i
+    (S grows with R). Also the number of states built."""
+    cells = [a0]
+    while cells[-1] > spec.sub_base * a0:
+        cells.append(cells[-1] / spec.sub_ratio)
+    lat = np.array(cells[::-1])  # lat[-1] = a0 exactly: the sub-table's top cap is the table's Base cell
+    d2, n2 = mass_grid(n_r * d_r, float(lat[0]), p, spec.sub_mass_split)
+    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
+    first = base_states(d2, n2, rates, t, grid, spec, base_gaussian_rate(float(lat[0]), beta, p), contour,
+                        float(lat[0]))
+    last, states = _columns(lat, d2, n2, first, t, grid, beta, p)
+    out: List = [None]
+    for i in range(1, n_r + 1):
+        k = int(math.ceil(i * d_r / d2))
+        while k * d2 < i * d_r:
+            k += 1
+        if k > n2:
+            raise AccountingError("ball table: the sub-table's p-mass grid does not reach the table's")
+        out.append(last[k])
+    return out, states + n2
+
+
+def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = None,
+                contour_base: Union[bool, ContourBase] = True) -> BallTable:
+    r"""Build E(m^p, m) (module docstring) by :func:`_columns` over the lattice; ``spec`` None: :func:`default_spec`
+    of (p, β, m); the Base states by :func:`base_states`, with the contour Base where :func:`table_base` says it
+    applies (``contour_base=False``: never; a :class:`.ball_contour.ContourBase`: that one, e.g. the research tool's
+    Arb K_c), and where ``spec.sub_base`` is set the hull of the smaller of each and the finer table's state
+    (:func:`sub_table_states`, :func:`min_pair`)."""
+    t0 = time.perf_counter()
+    m = validate_positive(m, "m (= 1/noise_multiplier)")
+    beta = validate_beta(beta)
+    if not 1.0 <= p <= 2.0:
+        raise ValueError(f"the ball table needs 1 <= clip_norm_p <= 2, got {p}")
+    spec = default_spec(p, beta, m) if spec is None else spec
+    t = loss_grid(m, spec, beta)
+    lat = _lattice(m, spec)
+    d_r, n_r = mass_grid(m ** p, float(lat[0]), p, spec.mass_steps(m))  # R_i = i·ΔR, R_N ≥ m^p
+    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
+    g_rate = base_gaussian_rate(float(lat[0]), beta, p)
+    grid = _Grid(t)
+    contour, base_note = table_base(m, beta, p, spec, contour_base)
+    first: List = base_states(d_r, n_r, rates, t, grid, spec, g_rate, contour, float(lat[0]))  # (pair, C)
+    states = n_r
+    if spec.sub_base is not None:
+        sub, sub_count = sub_table_states(float(lat[0]), d_r, n_r, beta, p, spec, t, grid, contour)
+        first = [None] + [min_pair(first[i], sub[i], grid) for i in range(1, n_r + 1)]
+        states += sub_count
+    members = [first[n_r]]  # the top state's members (Lemma M1): its Base and each column's product
+    last, built = _columns(lat, d_r, n_r, first, t, grid, beta, p, members)
+    top, roundoff = last[n_r]
     if not roundoff < 1e-3:
         raise AccountingError(f"ball table: the connect-the-dots round-off is not small (C = {roundoff:.3g})")
-    return BallTable(top, roundoff, m, beta, p, spec, states, time.perf_counter() - t0, base_note,
+    return BallTable(top, roundoff, m, beta, p, spec, states + built, time.perf_counter() - t0, base_note,
                      group_members(members, t, grid))
 
 
