@@ -182,9 +182,11 @@ def test_default_spec_above_sigma_one_holds_the_contour_cell_and_the_relative_ma
         assert (spec.ratio_high, spec.h, spec.tail) == (base.ratio_high, base.h, base.tail)
         if sigma < ball_prv.LARGE_SIGMA_FROM:
             assert spec.ratio_low == base.ratio_low and spec.sub_base is None
+            assert "finer table" not in ball_prv.table_base(m, beta, 2.0, spec)[1]
             continue
         assert spec.ratio_low == min(base.ratio_low, ball_prv.LARGE_SIGMA_RATIO_LOW) < base.ratio_low
         assert spec.sub_base == ball_prv.LARGE_SIGMA_SUB_BASE
+        assert "finer table" in ball_prv.table_base(m, beta, 2.0, spec)[1]
         # the finer table's p-mass step (a_0/2)²/split' is about the table's a_0²/split: not coarser, and at most
         # split' = split/4 + 1 finer
         step, sub_step = spec.a0 ** 2 / spec.mass_split, (spec.sub_base * spec.a0) ** 2 / spec.sub_mass_split
@@ -757,3 +759,4 @@ def test_default_table_at_the_beta_studys_large_sigma_is_within_five_percent_of_
     one = compute_epsilon(**dict(kw, dim=1)).prv_bracket()
     assert rep.method == "prv_table" and rep.epsilon == rep.details["epsilon_ball_table"] < rep.details["epsilon_rdp"]
     assert one["scope"] == "proven" and one["lower"] <= rep.epsilon <= 1.05 * one["upper"], (rep.epsilon, one)
+    assert "finer table" in rep.details["ball_table_base"][0], rep.details["ball_table_base"]

@@ -540,7 +540,18 @@ def table_base(m: float, beta: float, p: float, spec: TableSpec,
     """(the contour Base or None, which Base the table of (m, β, p, spec) uses and why): with ``contour_base`` True
     the contour Base (:mod:`.ball_contour`) where :func:`.ball_contour.contour_applies` (β with shipped data, p = 2,
     the Base cell lat[0] ≤ the data's a_0), else Lemma T3's min(U, V) (and Lemma N's Gaussian at β ≤ 2); False:
-    never; a :class:`.ball_contour.ContourBase`: that one (its a0 must cover lat[0], p = 2, β > 2)."""
+    never; a :class:`.ball_contour.ContourBase`: that one (its a0 must cover lat[0], p = 2, β > 2). Where the spec
+    sets ``sub_base`` the reason also says that each Base state reads a finer table (Lemma T3s)."""
+    base, why = _contour_choice(m, beta, p, spec, contour_base)
+    if spec.sub_base is not None:
+        why += (f"; each Base state also bounded by a finer table under the Base cell (Lemma T3s: cells down to "
+                f"{spec.sub_base:g}·a_0, ratio {spec.sub_ratio:g}, mass split {spec.sub_mass_split})")
+    return base, why
+
+
+def _contour_choice(m: float, beta: float, p: float, spec: TableSpec,
+                    contour_base: Union[bool, ContourBase]) -> Tuple[Optional[ContourBase], str]:
+    """:func:`table_base` without the finer table's note."""
     if contour_base is False:
         return None, "contour Base off (build_table(contour_base=False)); Base min(U, V)"
     if not beta > 2.0:
