@@ -20,8 +20,8 @@ mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.05, 2.1
 :mod:`.ball_contour` (Lemmas C2, C5: the Gaussian limit plus an enclosed error; :func:`base_states`,
 :func:`table_base`); where the spec sets ``sub_base``, the hull of the smaller of that and the state of a finer table
 under a_0 (Lemma T3s: :func:`sub_table_states`, :func:`min_pair`). The computed pairs carry the connect-the-dots
-round-off: each state records C with δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its dependencies (Lemma T4). Every shift's pair is symmetric
-(H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top pair T and of
+round-off: each state records C with δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its
+dependencies (Lemma T4). Every shift's pair is symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top pair T and of
 T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact ones, and C enters the
 accountant's δ like a one-step PMF's round-off (Lemma R5).
 
@@ -584,9 +584,7 @@ def _columns(lat: np.ndarray, d_r: float, n_r: int, first: List, t: np.ndarray, 
             if not low[jj - 1] < R:
                 cur[i] = prev[i]  # no coordinate of the set reaches the cell (a_{j−1}, a_j]
                 continue
-            k = max(int(math.ceil((R - low[jj - 1]) / d_r)), 0)  # the rest's mass, rounded UP on the grid
-            while k * d_r < R - low[jj - 1]:
-                k += 1
+            k = _mass_index(R - low[jj - 1], d_r)  # the rest's mass, rounded UP on the grid
             if k >= i:
                 raise AccountingError("ball table: the mass recursion does not decrease (ΔR ≥ a_0^p)")
             if k == 0:
@@ -601,6 +599,23 @@ def _columns(lat: np.ndarray, d_r: float, n_r: int, first: List, t: np.ndarray, 
                 members.append((prod, c_prod))
         prev = cur
     return prev, states
+
+
+def _mass_index(x: float, d_r: float) -> int:
+    """The least k ≥ 0 with k·``d_r`` ≥ x, compared in the floats that define the grid (T1's rounding up of a
+    mass onto it)."""
+    k = max(int(math.ceil(x / d_r)), 0)
+    while k * d_r < x:
+        k += 1
+    return k
+
+
+def _base_column(cell: float, d_r: float, n_r: int, beta: float, p: float, spec: TableSpec, t: np.ndarray,
+                 grid: _Grid, contour: Optional[ContourBase]) -> List:
+    """[None, E(R_1, cell), …, E(R_N, cell)]: Lemma T3's Base states of a lattice whose Base cell is ``cell``
+    (:func:`base_states` with the rates, and at β ≤ 2 Lemma N's Gaussian, of that cell)."""
+    rates = base_log_moment_rates(cell, beta, p, spec.orders)
+    return base_states(d_r, n_r, rates, t, grid, spec, base_gaussian_rate(cell, beta, p), contour, cell)
 
 
 def mass_grid(r_top: float, cell: float, p: float, steps: int) -> Tuple[float, int]:
@@ -636,15 +651,11 @@ def sub_table_states(a0: float, d_r: float, n_r: int, beta: float, p: float, spe
         cells.append(cells[-1] / spec.sub_ratio)
     lat = np.array(cells[::-1])  # lat[-1] = a0 exactly: the sub-table's top cap is the table's Base cell
     d2, n2 = mass_grid(n_r * d_r, float(lat[0]), p, spec.sub_mass_split)
-    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
-    first = base_states(d2, n2, rates, t, grid, spec, base_gaussian_rate(float(lat[0]), beta, p), contour,
-                        float(lat[0]))
+    first = _base_column(float(lat[0]), d2, n2, beta, p, spec, t, grid, contour)
     last, states = _columns(lat, d2, n2, first, t, grid, beta, p)
     out: List = [None]
     for i in range(1, n_r + 1):
-        k = int(math.ceil(i * d_r / d2))
-        while k * d2 < i * d_r:
-            k += 1
+        k = _mass_index(i * d_r, d2)
         if k > n2:
             raise AccountingError("ball table: the sub-table's p-mass grid does not reach the table's")
         out.append(last[k])
@@ -667,11 +678,9 @@ def build_table(m: float, beta: float, p: float, spec: Optional[TableSpec] = Non
     t = loss_grid(m, spec, beta)
     lat = _lattice(m, spec)
     d_r, n_r = mass_grid(m ** p, float(lat[0]), p, spec.mass_steps(m))  # R_i = i·ΔR, R_N ≥ m^p
-    rates = base_log_moment_rates(float(lat[0]), beta, p, spec.orders)
-    g_rate = base_gaussian_rate(float(lat[0]), beta, p)
     grid = _Grid(t)
     contour, base_note = table_base(m, beta, p, spec, contour_base)
-    first: List = base_states(d_r, n_r, rates, t, grid, spec, g_rate, contour, float(lat[0]))  # (pair, C)
+    first = _base_column(float(lat[0]), d_r, n_r, beta, p, spec, t, grid, contour)  # (pair, C)
     states = n_r
     if spec.sub_base is not None:
         sub, sub_count = sub_table_states(float(lat[0]), d_r, n_r, beta, p, spec, t, grid, contour)
