@@ -101,8 +101,9 @@ def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float, sub:
     |M_G| = e^{I R'(c² − c)/2}e^{−I R'y²/2} ≤ e^{I r_hi(c² − c)/2}e^{−I r_lo y²/2} =: g(y) (c > 1), whose integral
     over the row is closed form (erfc); e^{R'ρ} − 1 ≤ e^{r_hi ρ} − 1; e^{R'λ} ≤ max at the ends. So the row gives
     min((e^{r_hi ρ} − 1)∫g, max(e^{r_lo λ}, e^{r_hi λ})(y_hi − y_lo) + ∫g)/|z(z − 1)|(y_lo), on each of ``sub``
-    equal parts of the row (its ρ, λ hold on each). Beyond y_max: C4's tail_bound at r_lo plus at r_hi (each of its
-    terms e^{R'(Λ_c − κ_i)} is largest at an end; :func:`_tail`)."""
+    equal parts of the row (its ρ, λ hold on each). Beyond y_max: |M| by C4's tail_bound at r_lo plus at r_hi (each
+    of its terms e^{R'(Λ_c − κ_i)} is largest at an end; :func:`_tail`), and |M_G| by ∫_Y^∞ g (erfc) over
+    |z(z − 1)| at Y."""
     if not 0.0 < r_lo <= r_hi:
         raise ValueError(f"need 0 < r_lo <= r_hi, got {r_lo}, {r_hi}")
     if not (decay.c == rows.c and decay.beta == rows.beta and decay.a0 >= rows.a0):
@@ -125,9 +126,12 @@ def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float, sub:
             part = far if m_rho is None else (m_rho * g_int).min(far)
             zz = (c * c + a * a).sqrt() * ((c - 1) ** 2 + a * a).sqrt()
             total += part / zz
+    # beyond y_max: |M − M_G| ≤ |M| + |M_G|; |M_G| ≤ g and 1/|z(z − 1)| ≤ its value at y_max: ∫_Y^∞ g = erfc(sY)·…
+    ymax = arb(rows.y_max)
+    total += gauss_scale * (s * ymax).erfc() / ((c * c + ymax * ymax).sqrt() * ((c - 1) ** 2 + ymax * ymax).sqrt())
     total = total / arb.pi()
     for r in (r_lo, r_hi):
-        total += arb(_tail(decay, r, rows.y_max))  # already over π
+        total += arb(_tail(decay, r, rows.y_max))  # already over π (|M| beyond y_max)
     return _up(total)
 
 

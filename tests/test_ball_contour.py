@@ -192,6 +192,59 @@ def test_contour_base_applies_at_beta_with_data_p_two_and_a_small_base_cell_only
     assert "shipped: 2.05, 2.1, 2.15, " in why and ", 3; the nearest 2.35)" in why, why
 
 
+def test_a_beta_that_a_file_name_rounds_has_no_data_and_falls_back_to_the_moments_base():
+    """The file name holds f"{β:g}": β = 0.7·3 = 2.0999999999999996 or 2.5000001 read the 2.1 / 2.5 file's name but
+    are not its β; they get no data (the Base min(U, V), as for any β without a file), not an error (found by a
+    review: the β check raised, so default_spec failed instead of falling back)."""
+    for beta in (0.7 * 3, 2.5000001):
+        assert ball_contour.load_contour_data(beta) is None
+        ok, why = ball_contour.contour_applies(beta, 2.0, 0.05)
+        assert not ok and f"no data shipped for beta = {beta!r}" in why, why
+        spec = ball_prv.default_spec(2.0, beta, 1.0)  # no raise
+        assert ball_prv.table_base(1.0, beta, 2.0, spec)[0] is None
+    assert ball_contour.load_contour_data(2.1) is not None  # the file's own β still reads it
+
+
+def test_gauss_tail_integral_is_above_the_exact_one_and_within_six_percent():
+    """∫_y^∞ e^{−s²t²}dt = √π·erfc(sy)/(2s) (mpmath, 40 digits) ≤ :func:`ball_contour.gauss_tail_integral_up` (A&S
+    7.1.13), ≤ 1.06× it where it is a normal float, and > 0 where it underflows."""
+    import mpmath as mp
+    with mp.workdps(40):
+        for s2 in (1e-12, 1e-6, 1e-3, 7.3e-3, 0.1, 1.0, 30.0, 1e6):
+            for y in (0.0, 1e-3, 0.5, 3.0, 10.0, 40.0, 100.0, 1e4):
+                s = mp.sqrt(s2)
+                exact = mp.sqrt(mp.pi) / (2 * s) * mp.erfc(s * y)
+                ours = ball_contour.gauss_tail_integral_up(s2, y)
+                assert ours >= exact and ours > 0.0, (s2, y, ours, exact)
+                if exact > 1e-300:
+                    assert ours <= 1.06 * exact, (s2, y, ours, exact)
+    with pytest.raises(ValueError, match="s2"):
+        ball_contour.gauss_tail_integral_up(0.0, 1.0)
+
+
+@pytest.mark.parametrize("c", [1.2, 4.0])
+def test_error_rate_charges_the_gaussian_beyond_the_rows(c, monkeypatch):
+    """Beyond the rows' end Y, |M − M_G| ≤ |M| + |M_G|: K_c holds C4's tail for |M| and, separately, the Gaussian's
+    (1/π)∫_Y^∞ |M_G|/|z(z − 1)| (a review found it missing: covered by tail(r_lo) + tail(r_hi) only where r_lo/r_hi is
+    not small). K_c less its value without the Gaussian part is ≥ that integral's sup over R' ∈ [r_lo, r_hi]
+    (mpmath quadrature at both ends: |M_G| = e^{I_β R'(c² − c − y²)/2} decreases in R' for y² > c² − c)."""
+    import mpmath as mp
+    t = _table(c)
+    Y = float(t.y_hi[-1])
+    for lo, hi in ((1e-3, 1.2), (0.01, 0.0102), (1e-4, 1e-4)):
+        full = ball_contour.error_rate(DATA, t, lo, hi)
+        with monkeypatch.context() as mpatch:
+            mpatch.setattr(ball_contour, "gauss_tail_rate", lambda *a: 0.0)
+            without = ball_contour.error_rate(DATA, t, lo, hi)
+        with mp.workdps(30):
+            def part(r):
+                f = lambda y: mp.exp(DATA.fisher_lower * r * (c * c - c - y * y) / 2) / (
+                    mp.sqrt(c * c + y * y) * mp.sqrt((c - 1) ** 2 + y * y))
+                return mp.quad(f, [Y, 2 * Y, mp.inf]) / mp.pi
+            need = max(part(lo), part(hi))
+        assert full - without >= float(need) * (1 - 1e-9) > 0.0, (c, lo, hi, full - without, need)
+
+
 def test_fallback_table_is_the_moments_table_bit_for_bit():
     # where the contour Base does not apply (σ = 1 with the Base cell 0.3m > the data's 0.1) the U, V table
     spec = dataclasses.replace(SMALL, a0=0.3)

@@ -454,6 +454,12 @@ def test_loss_grid_reaches_the_one_coordinate_tail_where_the_spec_asks():
             TableSpec(**bad)
     with pytest.raises(ValueError, match="mean_variance"):
         TableSpec(mean_variance=True, orders=(3, 4))
+    # Λ_j is enclosed at the integer order (base_log_moment_rates) and U reads the same j: a real order would read
+    # order 2's Λ in a bound at order 2.99 (a Base below the exact one-coordinate curve; found by a review)
+    for bad in ((2.99,), (2, 3.0), (1, 2), (True, 2), ()):
+        with pytest.raises(ValueError, match="orders"):
+            TableSpec(orders=bad)
+    assert TableSpec(orders=(np.int64(2), 3)).orders[0] == 2
 
 
 @pytest.mark.parametrize("q,steps", [(1.0, 1), (0.2, 5)])

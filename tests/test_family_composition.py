@@ -240,3 +240,18 @@ def test_a_failing_family_maximum_keeps_the_envelope_and_says_so(monkeypatch):
         rep = compute_epsilon(**kw)
     by_dir = _both(_segment(_table(2.5, 2.0), 0.2, 5), 1e-3)
     assert rep.details["epsilon_ball_table"] == max(e for e, _ in by_dir.values())
+
+
+def test_a_query_already_below_delta_at_zero_publishes_zero_not_a_negative_epsilon(monkeypatch):
+    """σ = 30, q = 0.001, one step, δ = 10⁻²: δ(0) of the whole table is far below δ, so ε = 0 (the smallest ε ≥ 0
+    with δ(ε) ≤ δ, the library's convention). The family recursion's chord reads below t = 0 and returned
+    ≈ log(1 − δ) < 0 there, which the report published (found by a review); it is clamped at 0."""
+    monkeypatch.setattr(api, "TABLE_SPEC", SMALL)
+    api._family_epsilon_kept.cache_clear()
+    kw = dict(noise_multiplier=30.0, sample_rate=0.001, steps=1, delta=1e-2, beta=2.5, dim=100, clip_norm_p=2.0,
+              ball_bound="table")
+    seg = _segment(build_table(1.0 / 30.0, 2.5, 2.0, SMALL), 0.001, 1)
+    raw = min(family_composition.family_epsilon(seg, 1e-2, d, 0.01, 1.0, 2.0) for d in ("remove", "add"))
+    assert raw == 0.0
+    rep = compute_epsilon(**kw)
+    assert rep.epsilon == 0.0 and rep.details["epsilon_ball_table"] == 0.0

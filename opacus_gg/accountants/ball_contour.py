@@ -8,13 +8,14 @@ M(z) = E_Q X^z, and the Gaussian limit N(√(I_β R')) with M_G(z) = e^{I_β R' 
 
     |H_α(P_μ‖Q) − H_α(N(√(I_β R')))| ≤ α^{1−c} K_c,
     K_c = (1/π) Σ_parts min((e^{r_hi ρ} − 1)·Ĝ, max(e^{r_lo λ}, e^{r_hi λ})·(v − u) + Ĝ)/|z(z − 1)|_{y=u}
-          + tail(r_lo) + tail(r_hi),
+          + tail(r_lo) + tail(r_hi) + gtail,
 
 for every R' ∈ [r_lo, r_hi] (Lemmas C1', C2): the parts [u, v] are each C3 row [y_lo, y_hi] (its ρ ≥ sup|log φ −
 I_β a²z(z − 1)/2|/a², λ ≥ sup log|φ|/a² over a ∈ (0, a_0]) cut into ``sub_rows`` equal parts; Ĝ ≥ ∫_u^v g with
 g(y) = e^{I_β r_hi(c² − c)/2 − I_β r_lo y²/2} ≥ |M_G| (:func:`_gauss_integral_up`: y² − u² ≥ 2u(y − u), no erfc);
 tail(R) = (1/π)Σ_i e^{R(Λ_c − κ_i)}(1/y_i − 1/y_{i+1}) + e^{R(Λ_c − κ_end)}/y_end (Lemma D7 on the pieces
-[y_i, y_{i+1}] of [Y, y_end], Y the rows' end). err(α) = min_c α^{1−c}K_c. A Base state of mass R_i above the
+[y_i, y_{i+1}] of [Y, y_end], Y the rows' end) bounds |M| beyond Y, and gtail = peak·∫_Y^∞ e^{−s²y²}dy/
+(π|z(z − 1)|_{y=Y}) bounds |M_G| there (:func:`gauss_tail_rate`; g = peak·e^{−s²y²} as above). err(α) = min_c α^{1−c}K_c. A Base state of mass R_i above the
 threshold takes min(U, V, max(previous state's values, H_α(N(√(I_β R_i))) + err_{[R_{i−1}, R_i]}(α))) (Lemma C5;
 both orientations alike, every member's pair being symmetric).
 
@@ -41,8 +42,8 @@ from .checks import LEAST_SUBNORMAL, UNIT_ROUNDOFF, AccountingError
 from .gg_pair import GGPair
 
 __all__ = ["ContourRows", "ContourData", "parse_contour_data", "load_contour_data", "contour_data", "shipped_betas",
-           "contour_applies", "error_rate", "tail_rate", "contour_error", "gaussian_limit_curve", "ContourBase",
-           "MIN_CELLS"]
+           "contour_applies", "error_rate", "tail_rate", "gauss_tail_rate", "gauss_tail_integral_up", "contour_error",
+           "gaussian_limit_curve", "ContourBase", "MIN_CELLS"]
 
 u = UNIT_ROUNDOFF
 #: the contour values are taken in the Base states of 2-mass ≥ MIN_CELLS·a_0² (a_0 = the table's lat[0]) that have
@@ -148,8 +149,12 @@ def shipped_betas() -> Tuple[float, ...]:
 
 def load_contour_data(beta: float) -> Optional[ContourData]:
     """The shipped data of ``beta`` (package data ``data/contour_beta<β>.json``), checked
-    (:func:`parse_contour_data`); None where no file is shipped for ``beta`` (its β must equal ``beta``)."""
-    res = resources.files(__package__).joinpath("data", _data_file(beta))
+    (:func:`parse_contour_data`); None where no file is shipped for ``beta`` (its name must read back as ``beta``
+    exactly, and the β it holds must equal it: else the file is refused)."""
+    name = _data_file(beta)
+    if float(name[len(_DATA_PREFIX):-len(_DATA_SUFFIX)]) != beta:
+        return None  # the file name rounds β (f"{β:g}"): no file holds this β (e.g. 0.7·3 = 2.0999999999999996)
+    res = resources.files(__package__).joinpath("data", name)
     if not res.is_file():
         return None
     source = f"data/{_data_file(beta)}"
@@ -179,7 +184,7 @@ def contour_applies(beta: float, p: float, base_cell: float) -> Tuple[bool, str]
         betas = shipped_betas()
         near = min(betas, key=lambda b: abs(b - beta), default=None)
         listed = ", ".join(f"{b:g}" for b in betas)
-        return False, (f"contour Base not used: no data shipped for beta = {beta:g} (shipped: {listed}"
+        return False, (f"contour Base not used: no data shipped for beta = {float(beta)!r} (shipped: {listed}"
                        + ("" if near is None else f"; the nearest {near:g}") + "); Base min(U, V)")
     if not base_cell <= data.a0:
         return False, (f"contour Base not used: the table's Base cell a_0 = {base_cell:.4g} exceeds the data's "
@@ -235,10 +240,46 @@ def tail_rate(rows: ContourRows, R: float) -> float:
     return math.fsum(terms) / math.pi * (1.0 + 4.0 * u)
 
 
+def _gauss_majorant(data: ContourData, c: float, r_lo: float, r_hi: float) -> Tuple[float, float]:
+    """(peak, s²) with |M_G(c + iy)| ≤ g(y) = peak·e^{−s²y²} for every R' ∈ [r_lo, r_hi]: peak = e^{I_β r_hi c(c − 1)/2}
+    with I_β's upper end (the exponent: 3 roundings, :func:`_exp_up`), s² = I_β r_lo/2 with its lower end, lowered
+    by 3u (2 roundings): a smaller s² only raises g."""
+    peak = float(_exp_up(data.fisher_upper * r_hi * (c * (c - 1.0)) / 2.0, 3))
+    return peak, data.fisher_lower * r_lo / 2.0 * (1.0 - 3.0 * u)
+
+
+def gauss_tail_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -> float:
+    r"""≥ (1/π)∫_Y^∞ |M_G|/|z(z − 1)| dy for every R' ∈ [r_lo, r_hi] (Y = the rows' end): the Gaussian's part of
+    |M − M_G| ≤ |M| + |M_G| beyond the rows (:func:`tail_rate` bounds |M|'s). |M_G| ≤ g(y) = peak·e^{−s²y²} as in
+    :func:`error_rate` and 1/|z(z − 1)| ≤ its value at Y (non-increasing in y ≥ 0), so the part is ≤
+    peak·∫_Y^∞ e^{−s²y²}dy/(π|z(z − 1)|_{y=Y}) (:func:`gauss_tail_integral_up`); rounded up: peak, the integral and
+    1/|z(z − 1)| are upper values, two products and the division by the float π (< π) carry ≤ 3u, × (1 + 4u)."""
+    c = rows.c
+    peak, s2 = _gauss_majorant(data, c, r_lo, r_hi)
+    y = float(rows.y_hi[-1])
+    return float(peak * gauss_tail_integral_up(s2, y) * _inv_zz_up(c, np.array([y]))[0] / math.pi * (1.0 + 4.0 * u))
+
+
+def gauss_tail_integral_up(s2: float, y: float) -> float:
+    r"""≥ ∫_y^∞ e^{−s²t²} dt for s² > 0, y ≥ 0 (``s2`` ≤ the exact s²: the integral decreases in s²): with x = sy,
+    ∫_y^∞ e^{−s²t²}dt = (1/s)∫_x^∞ e^{−t²}dt ≤ e^{−x²}/(s(x + √(x² + 4/π))) (Abramowitz & Stegun 7.1.13), which also
+    decreases in s. Rounded up: s = √s² lowered by 2u (so ≤ the exact s), 4/π from the float π lowered by 4u (a
+    smaller constant only raises the bound), e^{−s²y²} by :func:`_exp_up` (2 roundings), the denominator's 6
+    roundings and the quotient's 1 covered by × (1 + 16u); below the normal range, 2·2⁻¹⁰⁷⁴ more (absolute)."""
+    if not (s2 > 0.0 and y >= 0.0):
+        raise ValueError(f"gauss_tail_integral_up: need s2 > 0 and y >= 0, got {s2}, {y}")
+    s = math.sqrt(s2) * (1.0 - 2.0 * u)
+    x = s * y
+    den = s * (x + math.sqrt(x * x + 4.0 / math.pi * (1.0 - 4.0 * u)))
+    # + twice the smallest subnormal: a quotient in the subnormal range errs absolutely (≤ half of it)
+    return float(_exp_up(-s2 * y * y, 2)) / den * (1.0 + 16.0 * u) + 2.0 * LEAST_SUBNORMAL
+
+
 def error_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -> float:
     r"""K_c ≥ sup over R' ∈ [r_lo, r_hi] of (1/π)∫_0^∞ |M − M_G|/|z(z − 1)| dy at z = c + iy, for every member of
     2-mass R' (module docstring; ``benchmarks/contour_base.error_rate`` computes the same bound in Arb, with the erfc
-    closed form where this has :func:`_gauss_integral_up`), rounded up (Lemma F)."""
+    closed form where this has :func:`_gauss_integral_up`), rounded up (Lemma F): the rows' parts, then beyond the
+    rows |M| by C4's tail at both ends (:func:`tail_rate`) and |M_G| by :func:`gauss_tail_rate`."""
     if not 0.0 < r_lo <= r_hi < math.inf:
         raise ValueError(f"error_rate: need 0 < r_lo <= r_hi < inf, got {r_lo}, {r_hi}")
     c, n = rows.c, data.sub_rows
@@ -251,10 +292,7 @@ def error_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -
     a, b = edges[:, :-1], edges[:, 1:]
     rho = np.broadcast_to(rows.rho[:, None], a.shape)
     lam = np.broadcast_to(rows.lam[:, None], a.shape)
-    # |M_G| ≤ g(y) = peak·e^{−s²y²}: peak = e^{I_β r_hi c(c − 1)/2} with I_β's upper end (the exponent: 3
-    # roundings), s² = I_β r_lo/2 with its lower end, lowered by 2u (2 roundings): a smaller s² only raises g
-    peak = float(_exp_up(data.fisher_upper * r_hi * (c * (c - 1.0)) / 2.0, 3))
-    s2 = data.fisher_lower * r_lo / 2.0 * (1.0 - 3.0 * u)
+    peak, s2 = _gauss_majorant(data, c, r_lo, r_hi)
     g_int = peak * _gauss_integral_up(s2, a, b) * (1.0 + 4.0 * u)
     m_lam = np.maximum(_exp_up(r_lo * lam, 1), _exp_up(r_hi * lam, 1))
     far = (m_lam * (b - a) * (1.0 + 5.0 * u) + g_int) * (1.0 + 4.0 * u)  # b − a, two products; the sum, a product
@@ -266,7 +304,8 @@ def error_rate(data: ContourData, rows: ContourRows, r_lo: float, r_hi: float) -
     if not np.all(np.isfinite(part)) or np.any(part < 0.0):
         raise AccountingError(f"contour Base: a row's error at c = {c}, R' in [{r_lo}, {r_hi}] is not finite")
     rows_part = math.fsum(part.ravel()) / math.pi * (1.0 + 4.0 * u)
-    out = (rows_part + tail_rate(rows, r_lo) + tail_rate(rows, r_hi)) * (1.0 + 4.0 * u)
+    out = (rows_part + tail_rate(rows, r_lo) + tail_rate(rows, r_hi) + gauss_tail_rate(data, rows, r_lo, r_hi)) * (
+        1.0 + 6.0 * u)  # three additions of non-negative terms and the product
     if not math.isfinite(out):
         raise AccountingError(f"contour Base: K_c at c = {c}, R' in [{r_lo}, {r_hi}] is not finite")
     return out

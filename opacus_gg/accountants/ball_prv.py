@@ -140,7 +140,9 @@ class TableSpec:
             raise ValueError(f"high_from must be in (0, 1] and a0 < 1, got {self.high_from}, {self.a0}")
         if not (isinstance(self.mass_split, int) and not isinstance(self.mass_split, bool) and self.mass_split >= 1):
             raise ValueError(f"mass_split must be an integer >= 1, got {self.mass_split!r}")
-        if not self.orders or min(self.orders) < 2:
+        # integers: Λ_j is enclosed at the integer order j (base_log_moment_rates) and U reads the same j
+        if not self.orders or not all(isinstance(j, (int, np.integer)) and not isinstance(j, bool) and j >= 2
+                                      for j in self.orders):
             raise ValueError(f"orders must be integers ≥ 2, got {self.orders!r}")
         if self.mean_variance and 2 not in self.orders:
             raise ValueError("mean_variance needs order 2 in orders (its Λ_2 bounds the variance)")

@@ -395,7 +395,8 @@ def family_epsilon(seg: PairSegment, delta: float, direction: str, h: float, hal
     on the aligned points j·h, |j·h| ≤ ``half_width`` (the loss beyond is the profile's ρ), and the upper end of
     :class:`Recursion` on t_i = i·h ∈ [−1, t_max] (the chord below): the least t with V_T(t) ≤ δ, V_T ≥ the largest
     H_{e^t} over every adaptive choice of shifts the members dominate. AccountingError where W⁺ does not fall to δ
-    on the grid (then ``t_max`` was too small)."""
+    on the grid (then ``t_max`` was too small). ε ≥ 0 (the smallest ε ≥ 0 with δ(ε) ≤ δ, as every other ε of the
+    library: where V_T is already ≤ δ below t = 0 the chord's value is negative, and 0 is then exact)."""
     k = int(math.ceil(half_width / h))
     ts = np.arange(-k, k + 1, dtype=np.float64) * h
     grid = Grid.around(h, -1.0, t_max)
@@ -404,4 +405,4 @@ def family_epsilon(seg: PairSegment, delta: float, direction: str, h: float, hal
     rec = Recursion(kernels, grid, upper_only=True)
     for _ in range(seg.steps):
         rec.step(track=False)
-    return rec.epsilon(delta)[1]
+    return max(rec.epsilon(delta)[1], 0.0)
