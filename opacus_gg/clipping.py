@@ -41,7 +41,14 @@ __all__ = [
 
 
 def _flat(g: torch.Tensor) -> torch.Tensor:
-    return g.reshape(len(g), -1)
+    """[B, entries] view of a per-sample tensor (an empty batch included: reshape(0, -1) is ambiguous)."""
+    return g.reshape(len(g), math.prod(g.shape[1:]))
+
+
+def _coarsest(dtypes: Sequence[torch.dtype]) -> torch.dtype:
+    """The dtype of largest unit roundoff (then of largest smallest-normal) among ``dtypes``: the rounding
+    constants of sums and divisions done in several dtypes must be those of the coarsest one."""
+    return max(dtypes, key=lambda d: (torch.finfo(d).eps, torch.finfo(d).tiny))
 
 
 def any_nonfinite(norms: torch.Tensor) -> torch.Tensor:
@@ -240,7 +247,7 @@ def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, to
     inflation of the entries read in full; a sample whose factor sums overflow is reported not finite, so
     the caller's rescaled path (which reads every entry) takes it."""
     device = float64_device(grads[0].device)  # where the float64 sums live (the host for MPS)
-    dtype = _compute_dtype(grads[0])
+    dtype = _coarsest([_compute_dtype(g) for g in grads])  # κ and tiny of the coarsest sums (mixed dtypes)
     n = 0  # entries read in full
     total = torch.zeros(len(grads[0]), dtype=torch.float64, device=device)
     extra = torch.zeros_like(total)  # certified bounds of the factored tensors' Σ|g|^p
@@ -255,7 +262,10 @@ def _one_pass(grads: Sequence[torch.Tensor], p: float) -> Tuple[torch.Tensor, to
         (bd, fd, _), (ba, fa, _) = (_one_pass([f.to(device).double()], p) for f in fac)
         b = len(bd)  # rows ≥ b of g are Opacus's zero padding
         extra[:b] += rank1.rank1_bound(bd, ba, g.dtype, _flat(g).shape[1], p).to(device)
-        ok[:b] &= (fd & fa).to(device)
+        # the bound assumes no stored product overflowed: |δ_j a_k| ≤ N_δ·N_a < the dtype's largest float (with a
+        # margin for the float64 product) rules it out; else the sample goes to the full read, which sees an inf
+        no_overflow = bd * ba.to(bd.device) < torch.finfo(g.dtype).max * (1.0 - 1e-12)
+        ok[:b] &= (fd & fa & no_overflow).to(device)
     both = total + extra
     floor = 2.0 * n * torch.finfo(dtype).tiny
     return _rounded_up_root(total, n, dtype, p, extra), ok & (both <= _F64_MAX), ok & (both >= floor * 1e6)
@@ -281,14 +291,14 @@ def _rescaled(grads: Sequence[torch.Tensor], p: float) -> torch.Tensor:
     r"""The slow path of :func:`per_sample_norms`: M_i·((Ŝ'_i + 2n·tiny)(1 + κ))^{1/p}·(1 + 4ε) with Ŝ'_i the
     sum on g/M_i (M_i itself at p = ∞, or where M_i is NaN/inf: the caller raises)."""
     device = float64_device(grads[0].device)
-    fi = torch.finfo(_float_dtype(grads[0]))  # ε of the division g/M_i, done in the grads' dtype
+    fi = torch.finfo(_coarsest([_float_dtype(g) for g in grads]))  # ε of the divisions g/M_i, in each g's dtype
     n = sum(_flat(g).shape[1] for g in grads)
     maxes = _max_abs_all(grads)
     if math.isinf(p) or not bool(torch.isfinite(maxes).all()):
         return maxes  # p = ∞, or NaN/inf entries (the caller raises)
     safe = torch.where(maxes > 0, maxes, torch.ones_like(maxes))
     total = sum(_sum_pow(_flat(g) / to_device(safe, g.device, g.dtype)[:, None], p).to(device) for g in grads)
-    return _rounded_up_root(total, n, _compute_dtype(grads[0]), p) * maxes * (1.0 + 4 * fi.eps)
+    return _rounded_up_root(total, n, _coarsest([_compute_dtype(g) for g in grads]), p) * maxes * (1.0 + 4 * fi.eps)
 
 
 def clip_factors_deferred(
@@ -375,7 +385,7 @@ def clipped_sum(factors: torch.Tensor, g: torch.Tensor, dtype: torch.dtype) -> t
     f = to_device(torch.where(f < 2.0 * torch.finfo(w_dt).tiny, torch.zeros_like(f), f), g.device, w_dt)
     if g.dtype == w_dt:
         return torch.einsum("i,i...", f, g).to(dtype)
-    flat = g.reshape(len(g), -1)
+    flat = _flat(g)
     out = torch.empty(flat.shape[1], dtype=w_dt, device=g.device)
     step = max(1, _SUM_CHUNK_ELEMS // max(1, len(g)))
     for a in range(0, flat.shape[1], step):

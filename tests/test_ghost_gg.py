@@ -105,6 +105,39 @@ def test_ghost_with_p_other_than_2_is_refused(kw):
                                        criterion=nn.CrossEntropyLoss(), **kw)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_ghost_with_16_bit_parameters_is_refused(dtype):
+    """Ghost clipping clips with Opacus's ℓ2 norms, not rounded up: in 16 bits one sample's stored clipped sum
+    reached 1.0106·C (bfloat16) and 1.00095·C (float16) (found by a review), so 16-bit models are refused with the
+    dtype named and the hooks mode suggested."""
+    model = nn.Sequential(nn.Linear(10, 3)).to(dtype)
+    with pytest.raises(ValueError, match=f"float32 or float64 parameters.*{dtype}.*grad_sample_mode='hooks'"):
+        GGPrivacyEngine().make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                       data_loader=_data(), noise_multiplier=1.0, max_grad_norm=1.0,
+                                       criterion=nn.CrossEntropyLoss(), clipping="ghost", beta=1.5, clip_norm_p=2.0)
+
+
+@pytest.mark.parametrize("beta", [1.5, 2.0])
+def test_ghost_with_an_inf_sample_raises_before_any_step(beta):
+    """An inf input makes a ghost norm inf, its clip factor 0 and the sum NaN: the step must raise, as the hooks
+    mode does, and leave the parameters as they were (a review found it stepping to NaN weights)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 3))
+    model, opt, crit, dl = GGPrivacyEngine().make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=_data(),
+        noise_multiplier=1.0, max_grad_norm=1.0, clipping="ghost", beta=beta, clip_norm_p=2.0, criterion=nn.CrossEntropyLoss(),
+        poisson_sampling=False)
+    x, y = next(iter(dl))
+    x = x.clone()
+    x[0, 0] = float("inf")
+    before = [q.detach().clone() for q in model.parameters()]
+    opt.zero_grad()
+    crit(model(x), y).backward()
+    with pytest.raises(FloatingPointError, match="NaN or inf"):
+        opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
 def _fsdp_worker(rank: int, out_dir: str) -> None:
     from opacus.utils.fsdp_utils import FSDP2Wrapper
 

@@ -143,3 +143,67 @@ def test_grad_scaler_clips_the_scaled_gradient_and_does_not_unscale_the_update(b
     assert torch.allclose(s_g, 2.0 ** 10 * g)  # the per-sample gradients carry the loss scale
     assert float(s_update.norm()) == pytest.approx(100.0, rel=1e-5)  # clipped at C in scaled units, not unscaled
     assert torch.allclose(s_update, 100.0 * g / g.norm(), rtol=1e-4)
+
+
+def _exact_norm(tensors, p):
+    with mpmath.workdps(50):
+        vals = [float(v) for t in tensors for v in t.double().flatten().tolist()]
+        return mpmath.fsum(abs(mpmath.mpf(v)) ** p for v in vals) ** (1 / mpmath.mpf(p))
+
+
+@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.parametrize("p,k", [(16.0, 9), (8.0, 17)])
+def test_mixed_gradient_dtypes_clip_within_C_on_the_rescaled_path(p, k, accel):
+    """bfloat16 autocast with float32 parameters gives float32 gradients to some tensors and bfloat16 to others
+    (LayerNorm vs Linear); where the sum overflows (large p) the rescaled path divides each tensor by M_i in ITS
+    dtype, so the rounding constants must be the coarsest dtype's, not the first tensor's (found by a review:
+    stored ‖clipped‖_p/C − 1 = +5.4e-3 at p = 8, float32 first and bfloat16 after)."""
+    from opacus_gg.optimizers import GGDPOptimizer
+    w0, w1 = nn.Parameter(torch.zeros(1)), nn.Parameter(torch.zeros(4096))
+    opt = GGDPOptimizer(torch.optim.SGD([w0, w1], lr=1.0), noise_multiplier=0.0, max_grad_norm=1.0,
+                        expected_batch_size=1, beta=2.0, clip_norm_p=p)
+    s = 2.0 ** k
+    w0.grad_sample = torch.tensor([[1.9023447036743164 * s]], dtype=torch.float32)
+    w1.grad_sample = torch.full((1, 4096), 1.03125 * s, dtype=torch.bfloat16)
+    with _device.accelerator_path(accel):
+        opt.clip_and_accumulate()
+        opt._settle()
+    assert _exact_norm([w0.summed_grad, w1.summed_grad], p) <= opt.max_grad_norm
+
+
+@pytest.mark.parametrize("factors", [True, False])
+@pytest.mark.parametrize("accel", [False, True])
+def test_an_overflowed_float16_linear_gradient_raises_on_the_factor_path(accel, factors):
+    """δ = a = 300 in float16: each stored product δ·a = 90000 overflows to inf while the factors' norms are finite;
+    the factor bound assumes no overflow, so such a sample must go to the full read, which raises (found by a
+    review: the step ran and made the weights inf)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3)).to(torch.float16)
+    dl = DataLoader(TensorDataset(torch.randn(4, 4), torch.zeros(4)), batch_size=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, _ = GGPrivacyEngine().make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=dl,
+            noise_multiplier=1.0, max_grad_norm=1.0, beta=1.5, clip_norm_p=1.5, poisson_sampling=False)
+        opt.zero_grad(set_to_none=True)
+        (model(torch.full((2, 4), 300.0, dtype=torch.float16)).float() * 300.0).sum().backward()
+    assert rank1.factors(model._module[0].weight.grad_sample) is not None
+    before = [q.detach().clone() for q in model.parameters()]
+    with _device.accelerator_path(accel), rank1.use_factors(factors), pytest.raises(FloatingPointError, match="inf"):
+        opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("accel", [False, True])
+def test_an_empty_poisson_batch_steps_in_16_bits(dtype, accel):
+    """An empty batch (Poisson sampling) is noised and stepped in 16 bits as in float32 (a review found
+    ``reshape(0, -1)`` raising there)."""
+    from opacus_gg.optimizers import GGDPOptimizer
+    w = nn.Parameter(torch.zeros(3, 5, dtype=dtype))
+    opt = GGDPOptimizer(torch.optim.SGD([w], lr=1.0), noise_multiplier=1.0, max_grad_norm=1.0,
+                        expected_batch_size=4, beta=1.5, clip_norm_p=1.5)
+    w.grad_sample = torch.zeros((0, 3, 5), dtype=dtype)
+    with _device.accelerator_path(accel):
+        opt.step()
+    assert torch.isfinite(w).all() and bool((w != 0).any())  # noised, no error

@@ -146,12 +146,36 @@ def _require_l2(self: GGParamsMixin) -> None:
         )
 
 
+def _require_ghost_dtype(self: GGParamsMixin) -> None:
+    """Ghost clipping clips with Opacus's ℓ2 norms in the parameters' dtype, not rounded up: in 16 bits the stored
+    clipped sum of one sample reached 1.0106·C (bfloat16) and 1.00095·C (float16), so 16-bit parameters are refused
+    (the hooks mode, ``grad_sample_mode="hooks"``, certifies the stored norm in every dtype)."""
+    bad = sorted({str(p.dtype) for p in self.params if p.dtype in (torch.float16, torch.bfloat16)})
+    if bad:
+        raise ValueError(
+            f"ghost clipping needs float32 or float64 parameters (its ℓ2 clipping is Opacus's, not certified in "
+            f"16 bits), got {', '.join(bad)}; use grad_sample_mode='hooks' for 16-bit models"
+        )
+
+
+def _refuse_nonfinite(grads) -> None:
+    """Raise ``FloatingPointError`` before any noise or step if a clipped sum holds a NaN or inf (a NaN/inf
+    per-sample gradient, whose ghost norm makes its clip factor 0 or NaN)."""
+    if any(not bool(torch.isfinite(g).all()) for g in grads):
+        raise FloatingPointError(
+            "a ghost-clipped gradient sum is NaN or inf (a NaN/inf per-sample gradient); refusing to noise or "
+            "step on it (nothing was applied to the parameters)"
+        )
+
+
 class _GGGhostNoise(DPOptimizerFastGradientClipping):
     """Opacus's ghost-clipping step (the model's backward already holds the ℓ2-clipped sum) with GG(β, σC)
     noise for β ≠ 2; at β = 2 Opacus's Gaussian noise, unchanged."""
 
     def add_noise(self) -> None:
-        r"""p.grad = ĝ + Z, Z ~ GG(β, σC)^{⊗ shape} (one draw for all parameters, :meth:`_noise_like`)."""
+        r"""p.grad = ĝ + Z, Z ~ GG(β, σC)^{⊗ shape} (one draw for all parameters, :meth:`_noise_like`); a NaN/inf
+        sum raises first."""
+        _refuse_nonfinite([p.summed_grad for p in self.params])
         if self.beta == 2.0:
             super().add_noise()
             return
@@ -169,6 +193,7 @@ class GGDPOptimizerFastGradientClipping(GGParamsMixin, _GGGhostNoise):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _require_l2(self)
+        _require_ghost_dtype(self)
 
 
 class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPOptimizerFastGradientClipping, _GGGhostNoise):
@@ -177,6 +202,7 @@ class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPO
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _require_l2(self)
+        _require_ghost_dtype(self)
 
 
 class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradientClipping):
@@ -185,11 +211,13 @@ class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradie
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _require_l2(self)
+        _require_ghost_dtype(self)
 
     def add_noise(self) -> None:
         r"""As Opacus's FSDP step: each rank adds noise shaped like the full parameter to its shards
         (``implicit_replication``), divided by the world size for ``loss_reduction="mean"``; GG(β, σC) for
-        β ≠ 2."""
+        β ≠ 2; a NaN/inf sum raises first."""
+        _refuse_nonfinite([self.grad_state[p]["summed_grad"] for p in self.params])
         if self.beta == 2.0:
             super().add_noise()
             return
