@@ -255,3 +255,13 @@ def test_a_query_already_below_delta_at_zero_publishes_zero_not_a_negative_epsil
     assert raw == 0.0
     rep = compute_epsilon(**kw)
     assert rep.epsilon == 0.0 and rep.details["epsilon_ball_table"] == 0.0
+
+
+def test_a_nan_in_either_direction_of_the_table_raises_not_publishes(monkeypatch):
+    """max() of the two directions keeps a NaN only when it comes first: a NaN in either direction must raise
+    (nothing turns a NaN into a number; unreachable today, the compositions raise first; found by a review)."""
+    for by_dir in ({"remove": 1.0, "add": math.nan}, {"remove": math.nan, "add": 1.0}):
+        monkeypatch.setattr(api, "_table_or_none", lambda *a, _b=by_dir: dict(_b))
+        with pytest.raises(AccountingError, match="NaN"):
+            compute_epsilon(noise_multiplier=2.0, sample_rate=0.2, steps=5, delta=1e-3, beta=2.5, dim=100,
+                            clip_norm_p=2.0, ball_bound="table")

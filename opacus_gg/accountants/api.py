@@ -474,6 +474,8 @@ def _with_ball_table(report: EpsilonReport, segs: Sequence[Segment], delta: floa
     by_dir = _table_or_none(segs, delta, eps_error, delta_error)
     if by_dir is None:
         return report
+    if any(math.isnan(e) for e in by_dir.values()):  # max() would keep a NaN only in the first direction
+        raise AccountingError(f"ball table: a direction's epsilon is NaN ({by_dir})")
     eps = max(by_dir.values())
     return _publish_if_smaller(report, eps, "prv_table",
                                {**report.details, "epsilon_ball_table": eps, "ball_table_by_direction": by_dir,
