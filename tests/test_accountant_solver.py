@@ -152,3 +152,40 @@ def test_noise_multiplier_zero_delta_is_the_limit_of_small_noise():
     assert d0 == pytest.approx(1 - (1 - q) ** T, rel=1e-12)  # σ = 0: δ(0) = 1 − (1 − q)^T exactly; float64 round-off
     d_small = compute_delta(epsilon=1.0, noise_multiplier=0.2, sample_rate=q, steps=T)
     assert 0.9 * d0 <= d_small <= d0
+
+
+def test_a_sigma_solved_at_a_finer_eps_error_is_feasible_where_it_is_reported():
+    """ε at a fixed σ moves with eps_error, and get_epsilon reports at the default 0.01: a σ solved at 0.001
+    alone reported 0.5000127 > 0.5 after training (found by a review). With ``report_eps_error`` the solver keeps
+    σ feasible at both; the engine passes get_epsilon's default, so after training ε ≤ target."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from opacus_gg import GGPrivacyEngine
+    from opacus_gg.accountants.gg_prv import DEFAULT_EPS_ERROR
+    from opacus_gg.accountants.solver import solver_epsilon
+
+    kw = dict(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.01, steps=300, beta=2.0, dim=10,
+              epsilon_tolerance=1e-5, eps_error=0.001)
+    sigma = get_noise_multiplier(report_eps_error=DEFAULT_EPS_ERROR, **kw)
+    for err in (0.001, DEFAULT_EPS_ERROR):
+        assert solver_epsilon(noise_multiplier=sigma, sample_rate=0.01, steps=300, delta=1e-5, beta=2.0, dim=10,
+                              clip_norm_p=2.0, mode="certified", eps_error=err) <= 1.0
+    with pytest.raises(ValueError, match="report_eps_error"):
+        get_noise_multiplier(report_eps_error=0.0, **kw)
+    torch.manual_seed(0)
+    ds = TensorDataset(torch.randn(1000, 4), torch.randint(0, 2, (1000,)))
+    model = nn.Linear(4, 2)
+    engine = GGPrivacyEngine()
+    model, opt, dl = engine.make_private_with_epsilon(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=DataLoader(ds, batch_size=10),
+        target_epsilon=0.5, target_delta=1e-5, epochs=3, max_grad_norm=1.0, beta=2.0, eps_error=0.001,
+        epsilon_tolerance=1e-5)
+    for _ in range(3):
+        for x, y in dl:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert len(engine.accountant.history) == 1 and engine.accountant.history[0][2] == 300
+    assert engine.get_epsilon(1e-5) <= 0.5
