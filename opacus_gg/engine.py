@@ -33,7 +33,6 @@ from torch.utils.data import DataLoader
 from . import rank1
 from .accountants import get_noise_multiplier as gg_get_noise_multiplier
 from .accountants.api import validate_ball_bound
-from .accountants.gg_prv import DEFAULT_EPS_ERROR
 from .accountants.history import validate_accountant_state
 from .checkpoint import PathLike, load_checkpoint_file
 from .optimizers import get_gg_optimizer_class
@@ -402,10 +401,10 @@ class GGPrivacyEngine(PrivacyEngine):
             solver_kw: Dict[str, Any] = {k: kwargs[k] for k in _GG_SOLVER_KEYWORDS if k in kwargs}
             if c.clipping == "adaptive":  # σ for the gradient noise with the count's share of ε included
                 solver_kw["count_noise_multiplier"] = kwargs["unclipped_num_std"] / COUNT_SENSITIVITY
-            sigma = gg_get_noise_multiplier(  # feasible also at the eps_error get_epsilon reports with
+            sigma = gg_get_noise_multiplier(
                 target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=c.sample_rate,
                 steps=steps, beta=c.beta, dim=_trainable_dim(optimizer), clip_norm_p=c.clip_norm_p,
-                ball_bound=self.accountant.ball_bound, report_eps_error=DEFAULT_EPS_ERROR, **solver_kw,
+                ball_bound=self.accountant.ball_bound, **solver_kw,
             )
         elif mech in GAUSSIAN_ACCOUNTANTS:
             sigma = opacus_get_noise_multiplier(

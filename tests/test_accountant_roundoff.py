@@ -586,18 +586,3 @@ def test_tilt_relative_error_is_within_kappa(t0, h, n):
     exact = w.astype(ld) * np.exp(lams.astype(ld) * ((ld(t0) + ld(h) * i.astype(ld)) - ld(c))[None, :] - m.astype(ld))
     err = np.abs(x.astype(ld) - exact)
     assert np.all(err <= kappa[:, None] * exact + ld(2.0 ** -1074)), float(np.max(err / exact / kappa[:, None]))
-
-
-def test_a_nan_fft_round_off_bound_is_refused_not_read_as_no_bound(monkeypatch):
-    """The composed PMF's round-off bound B = E·(Σ r_j²)^{1/2} was taken as "none" (−∞ in log) unless E > 0, so a
-    NaN E would have read as B = 0 (unreachable today: E is from finite masses; found by a review). It raises in
-    the composition, and the report falls back to another proven bound (the Rényi bound), never the PRV read
-    without its round-off."""
-    import dataclasses
-
-    kw = dict(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, beta=2.0)
-    plain = compute_epsilon(**kw)
-    real = composition._err_heterogeneous
-    monkeypatch.setattr(composition, "_err_heterogeneous", lambda errs: dataclasses.replace(real(errs), e=math.nan))
-    rep = compute_epsilon(**kw)
-    assert rep.method != plain.method and rep.epsilon >= plain.epsilon, (rep.method, rep.epsilon, plain.epsilon)

@@ -24,11 +24,7 @@ from .history import OPACUS_GAUSSIAN_MECHANISMS, append_step, parse_segment, val
 from .report import EpsilonReport
 from .tradeoff import MU_FPR_MIN, TradeoffReport, compute_tradeoff_history
 
-__all__ = ["GGPRVAccountant", "DEFAULT_EPS_ERROR"]
-
-#: the ε resolution ``get_epsilon`` (and the report, the trade-off curve) use unless told otherwise; the engine's
-#: σ solver makes its σ feasible at it too (``solver.get_noise_multiplier(report_eps_error=...)``)
-DEFAULT_EPS_ERROR = 0.01
+__all__ = ["GGPRVAccountant"]
 
 
 class GGPRVAccountant(IAccountant):
@@ -68,7 +64,7 @@ class GGPRVAccountant(IAccountant):
         entry = (noise_multiplier, sample_rate, 1, beta, dim, clip_norm_p, count_noise_multiplier)
         append_step(self.history, parse_segment(entry, self._defaults()))
 
-    def get_epsilon_report(self, delta: float, *, eps_error: float = DEFAULT_EPS_ERROR, delta_error: Optional[float] = None,
+    def get_epsilon_report(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                            mode: str = "certified", diagnostics: bool = False,
                            progress: Optional[Callable[[str], None]] = None, **kwargs) -> EpsilonReport:
         """:class:`EpsilonReport` for the history (3-tuples use the accountant's defaults): the ``get_epsilon``
@@ -93,7 +89,7 @@ class GGPRVAccountant(IAccountant):
             return entry + self._defaults()
         return entry
 
-    def get_epsilon(self, delta: float, *, eps_error: float = DEFAULT_EPS_ERROR, delta_error: Optional[float] = None,
+    def get_epsilon(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                     **kwargs) -> float:
         """Proven upper bound on ε at δ (equal to ``get_epsilon_report(delta).epsilon``).
 
@@ -106,7 +102,7 @@ class GGPRVAccountant(IAccountant):
         return proven_epsilon_history(hist, delta, eps_error=eps_error, delta_error=delta_error,
                                       ball_bound=self.ball_bound)
 
-    def get_tradeoff(self, delta: float, *, eps_error: float = DEFAULT_EPS_ERROR, delta_error: Optional[float] = None,
+    def get_tradeoff(self, delta: float, *, eps_error: float = 0.01, delta_error: Optional[float] = None,
                      fpr_min: float = MU_FPR_MIN) -> TradeoffReport:
         """The proven trade-off curve of the history (:func:`.tradeoff.compute_tradeoff_history`): ``tpr_upper(fpr)``
         bounds the TPR of any membership-inference attack at each FPR, ``mu_gdp`` the μ-GDP it implies, with the

@@ -38,7 +38,6 @@ def get_noise_multiplier(
     sigma_max: float = 1e4,
     progress: Optional[Callable[[float, float], None]] = None,
     ball_bound: str = "renyi",
-    report_eps_error: Optional[float] = None,
 ) -> float:
     r"""Smallest σ (to ε-tolerance) with ε(σ) ≤ target_epsilon: geometric bracketing, then safeguarded secant steps.
 
@@ -50,9 +49,6 @@ def get_noise_multiplier(
     The default tolerance 0.002 lands within the 0.005 of the target that Opacus's own engine test
     (``test_make_private_with_epsilon``, two decimal places) expects of the ε after training.
     ``progress(σ, ε)``, if given, is called after every accountant run (for progress lines).
-    ``report_eps_error``: the eps_error the caller will report ε with (e.g. ``get_epsilon``'s default), where it
-    differs from ``eps_error``; ε(σ) is then the larger of the two, so the σ returned is feasible for both (ε at a
-    fixed σ moves with eps_error: a σ solved at 0.001 reported 0.5000127 > 0.5 at 0.01, found by a review).
     ``count_noise_multiplier``: every step also releases adaptive clipping's noisy count (fixed σ_c; σ is
     solved for the gradient noise, the count's share of ε is accounted, never subtracted).
     ``ball_bound="table"`` (:data:`.api.BALL_BOUNDS`): σ is first solved on the default bound (Rényi, or the
@@ -77,8 +73,6 @@ def get_noise_multiplier(
         raise ValueError(f"sigma_min must be < sigma_max, got sigma_min={sigma_min!r}, sigma_max={sigma_max!r}")
     epsilon_tolerance = validate_positive(epsilon_tolerance, "epsilon_tolerance")
     eps_error = validate_positive(eps_error, "eps_error")
-    errors = [eps_error] if report_eps_error is None else sorted(
-        {eps_error, validate_positive(report_eps_error, "report_eps_error")})
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     ball_bound = validate_ball_bound(ball_bound)
@@ -90,11 +84,11 @@ def get_noise_multiplier(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                e = max(solver_epsilon(
+                e = solver_epsilon(
                     noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, delta=target_delta,
-                    beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=err,
+                    beta=beta, dim=dim, clip_norm_p=clip_norm_p, mode=mode, eps_error=eps_error,
                     count_noise_multiplier=count_noise_multiplier, ball_bound=bound,
-                ) for err in errors)
+                )
         except (ValueError, RuntimeError, FloatingPointError, OverflowError):
             e = math.inf
         if progress is not None:

@@ -325,9 +325,9 @@ def run(cfg: Config, log: Callable[[str], None] = say) -> Dict[str, Any]:
                                      clip_norm_p=p["clip_norm_p"], mode="paper",
                                      epsilon_tolerance=float(p["epsilon_tolerance"]))
     if sigma is None:
-        model, optimizer, loader = engine.make_private_with_epsilon(  # solved at the eps_error ε is reported with
+        model, optimizer, loader = engine.make_private_with_epsilon(
             target_epsilon=float(p["target_epsilon"]), target_delta=delta, epochs=int(t["epochs"]),
-            epsilon_tolerance=float(p["epsilon_tolerance"]), eps_error=float(p["eps_error"]),
+            epsilon_tolerance=float(p["epsilon_tolerance"]),
             progress=lambda s, e: log(f"  {solver_progress(s, e, target)}"),
             **common)
     else:

@@ -158,18 +158,6 @@ def _require_ghost_dtype(self: GGParamsMixin) -> None:
         )
 
 
-def _require_clip_bound(self) -> None:
-    """Ghost clipping clips on the model side with the bound given at ``make_private``; the noise is σ·the
-    optimizer's ``max_grad_norm``: a changed one (e.g. a ``GradClipScheduler``) would noise for a sensitivity the
-    clipping does not have, so ``ValueError`` before noise or step."""
-    if self.max_grad_norm != self._ghost_clip_bound:
-        raise ValueError(
-            f"ghost clipping: max_grad_norm changed from {self._ghost_clip_bound!r} to {self.max_grad_norm!r} after "
-            f"make_private, but the model-side clipping keeps {self._ghost_clip_bound!r}: the noise would not match "
-            f"the sensitivity (ε misreported); clip-bound schedules need clipping='flat' (hooks mode)"
-        )
-
-
 def _refuse_nonfinite(grads) -> None:
     """Raise ``FloatingPointError`` before any noise or step if a clipped sum holds a NaN or inf (a NaN/inf
     per-sample gradient, whose ghost norm makes its clip factor 0 or NaN)."""
@@ -187,7 +175,6 @@ class _GGGhostNoise(DPOptimizerFastGradientClipping):
     def add_noise(self) -> None:
         r"""p.grad = ĝ + Z, Z ~ GG(β, σC)^{⊗ shape} (one draw for all parameters, :meth:`_noise_like`); a NaN/inf
         sum raises first."""
-        _require_clip_bound(self)
         _refuse_nonfinite([p.summed_grad for p in self.params])
         if self.beta == 2.0:
             super().add_noise()
@@ -207,7 +194,6 @@ class GGDPOptimizerFastGradientClipping(GGParamsMixin, _GGGhostNoise):
         super().__init__(*args, **kwargs)
         _require_l2(self)
         _require_ghost_dtype(self)
-        self._ghost_clip_bound = self.max_grad_norm
 
 
 class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPOptimizerFastGradientClipping, _GGGhostNoise):
@@ -217,7 +203,6 @@ class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPO
         super().__init__(*args, **kwargs)
         _require_l2(self)
         _require_ghost_dtype(self)
-        self._ghost_clip_bound = self.max_grad_norm
 
 
 class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradientClipping):
@@ -227,13 +212,11 @@ class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradie
         super().__init__(*args, **kwargs)
         _require_l2(self)
         _require_ghost_dtype(self)
-        self._ghost_clip_bound = self.max_grad_norm
 
     def add_noise(self) -> None:
         r"""As Opacus's FSDP step: each rank adds noise shaped like the full parameter to its shards
         (``implicit_replication``), divided by the world size for ``loss_reduction="mean"``; GG(β, σC) for
         β ≠ 2; a NaN/inf sum raises first."""
-        _require_clip_bound(self)
         _refuse_nonfinite([self.grad_state[p]["summed_grad"] for p in self.params])
         if self.beta == 2.0:
             super().add_noise()

@@ -82,9 +82,6 @@ class GGParamsMixin(DPOptimizer):
         if hasattr(self, "max_grad_norms"):  # per-layer: ‖(C_l)‖_p rounded up, in float64 at every p (Opacus's p = 2
             # value is a float32 norm of the bounds rounded to float32, up to ~L·6e-8 below the exact sensitivity)
             self.max_grad_norm = total_sensitivity(self.max_grad_norms, self.clip_norm_p)
-            #: the bounds and their ℓp norm last checked (:meth:`_check_noise_range`: no recomputation per step)
-            self._layer_bounds = tuple(self.max_grad_norms)
-            self._layer_sensitivity = self.max_grad_norm
         #: this step's deferred checks: (0-dim device bool "rare case", handler run when it is set)
         self._step_checks: List[Tuple[torch.Tensor, Callable[[], None]]] = []
         self._in_step = False
@@ -181,18 +178,6 @@ class GGClipMixin(GGParamsMixin):
         keep every noise coordinate finite in its parameter's dtype and be one the sampler represents there
         (:func:`~opacus_gg.validation.validate_noise_scale`, :func:`~opacus_gg.distribution.min_scale`);
         otherwise ``ValueError`` and nothing changes."""
-        if hasattr(self, "max_grad_norms"):  # per-layer: the noise's C must be the clipping bounds' ℓp norm
-            if tuple(self.max_grad_norms) != self._layer_bounds:  # bounds changed: their norm once (rare)
-                self._layer_bounds = tuple(self.max_grad_norms)
-                self._layer_sensitivity = total_sensitivity(self._layer_bounds, self.clip_norm_p)
-            s = self._layer_sensitivity
-            if self.max_grad_norm != s:
-                raise ValueError(
-                    f"per-layer clipping: max_grad_norm = {self.max_grad_norm!r} is not the ℓp norm {s!r} of the "
-                    f"per-layer bounds max_grad_norms (which clip): the noise σ·max_grad_norm would not match the "
-                    f"sensitivity, so ε would be misreported; change max_grad_norms and set max_grad_norm to "
-                    f"opacus_gg.clipping.total_sensitivity(max_grad_norms, clip_norm_p), not max_grad_norm alone"
-                )
         scale = self.noise_multiplier * self.max_grad_norm
         if scale == 0:
             return
