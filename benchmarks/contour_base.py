@@ -115,6 +115,10 @@ def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float, sub:
     s = (i_b * lo / 2).sqrt()  # g(y) = peak·e^{−(s y)²}, ∫_u^v g = peak·√π/(2s)·(erfc(su) − erfc(sv))
     gauss_scale = peak * arb.pi().sqrt() / (2 * s)
     total = arb(0)
+
+    def zz(y: arb) -> arb:  # |z(z − 1)| at z = c + iy
+        return (c * c + y * y).sqrt() * ((c - 1) ** 2 + y * y).sqrt()
+
     for y0, y1, rho, lam in zip(rows.y_lo, rows.y_hi, rows.rho, rows.lam):
         m_lam = (lo * arb(lam)).exp().max((hi * arb(lam)).exp())
         m_rho = None if math.isinf(rho) else (hi * arb(rho)).expm1()
@@ -124,11 +128,10 @@ def error_rate(rows: Rows, decay: DecayConstants, r_lo: float, r_hi: float, sub:
             g_int = gauss_scale * ((s * a).erfc() - (s * b).erfc())
             far = m_lam * (b - a) + g_int
             part = far if m_rho is None else (m_rho * g_int).min(far)
-            zz = (c * c + a * a).sqrt() * ((c - 1) ** 2 + a * a).sqrt()
-            total += part / zz
+            total += part / zz(a)
     # beyond y_max: |M − M_G| ≤ |M| + |M_G|; |M_G| ≤ g and 1/|z(z − 1)| ≤ its value at y_max: ∫_Y^∞ g = erfc(sY)·…
     ymax = arb(rows.y_max)
-    total += gauss_scale * (s * ymax).erfc() / ((c * c + ymax * ymax).sqrt() * ((c - 1) ** 2 + ymax * ymax).sqrt())
+    total += gauss_scale * (s * ymax).erfc() / zz(ymax)
     total = total / arb.pi()
     for r in (r_lo, r_hi):
         total += arb(_tail(decay, r, rows.y_max))  # already over π (|M| beyond y_max)

@@ -15,8 +15,8 @@ I_β a²z(z − 1)/2|/a², λ ≥ sup log|φ|/a² over a ∈ (0, a_0]) cut into 
 g(y) = e^{I_β r_hi(c² − c)/2 − I_β r_lo y²/2} ≥ |M_G| (:func:`_gauss_integral_up`: y² − u² ≥ 2u(y − u), no erfc);
 tail(R) = (1/π)Σ_i e^{R(Λ_c − κ_i)}(1/y_i − 1/y_{i+1}) + e^{R(Λ_c − κ_end)}/y_end (Lemma D7 on the pieces
 [y_i, y_{i+1}] of [Y, y_end], Y the rows' end) bounds |M| beyond Y, and gtail = peak·∫_Y^∞ e^{−s²y²}dy/
-(π|z(z − 1)|_{y=Y}) bounds |M_G| there (:func:`gauss_tail_rate`; g = peak·e^{−s²y²} as above). err(α) = min_c α^{1−c}K_c. A Base state of mass R_i above the
-threshold takes min(U, V, max(previous state's values, H_α(N(√(I_β R_i))) + err_{[R_{i−1}, R_i]}(α))) (Lemma C5;
+(π|z(z − 1)|_{y=Y}) bounds |M_G| there (:func:`gauss_tail_rate`; g = peak·e^{−s²y²} as above).
+err(α) = min_c α^{1−c}K_c. A Base state of mass R_i above the threshold takes min(U, V, max(previous state's values, H_α(N(√(I_β R_i))) + err_{[R_{i−1}, R_i]}(α))) (Lemma C5;
 both orientations alike, every member's pair being symmetric).
 
 The rows, Λ_c, the tail pieces (y_i, κ_i) and I_β's two ends are data (``data/contour_beta<β>.json``, written in Arb
@@ -157,7 +157,7 @@ def load_contour_data(beta: float) -> Optional[ContourData]:
     res = resources.files(__package__).joinpath("data", name)
     if not res.is_file():
         return None
-    source = f"data/{_data_file(beta)}"
+    source = f"data/{name}"
     try:
         data = json.loads(res.read_text())
     except ValueError as e:

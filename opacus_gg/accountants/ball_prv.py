@@ -21,8 +21,8 @@ mean–variance bound (Lemma T3); at p = 2 and a β with shipped data (2.05, 2.1
 :func:`table_base`); where the spec sets ``sub_base``, the hull of the smaller of that and the state of a finer table
 under a_0 (Lemma T3s: :func:`sub_table_states`, :func:`min_pair`). The computed pairs carry the connect-the-dots
 round-off: each state records C with δ_computed ≥ (1 − C)·δ_exact at every loss t, accumulated along its
-dependencies (Lemma T4). Every shift's pair is symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published one-step pair is the symmetric envelope of the top pair T and of
-T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact ones, and C enters the
+dependencies (Lemma T4). Every shift's pair is symmetric (H_α(P‖Q) = H_α(Q‖P), the noise is), so the published
+one-step pair is the symmetric envelope of the top pair T and of T swapped (:class:`Swapped`): both adjacency directions then read curves ≥ (1 − C)·the exact ones, and C enters the
 accountant's δ like a one-step PMF's round-off (Lemma R5).
 
 Cost at the defaults, one core (benchmarks/ball_table_results.md): one table per (β, p, σ) (m = 1/σ sets the

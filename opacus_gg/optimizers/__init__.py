@@ -146,10 +146,12 @@ def _require_l2(self: GGParamsMixin) -> None:
         )
 
 
-def _require_ghost_dtype(self: GGParamsMixin) -> None:
-    """Ghost clipping clips with Opacus's ℓ2 norms in the parameters' dtype, not rounded up: in 16 bits the stored
-    clipped sum of one sample reached 1.0106·C (bfloat16) and 1.00095·C (float16), so 16-bit parameters are refused
-    (the hooks mode, ``grad_sample_mode="hooks"``, certifies the stored norm in every dtype)."""
+def _require_ghost_scope(self: GGParamsMixin) -> None:
+    """What every ghost-clipping optimizer needs: ℓ2 clipping (:func:`_require_l2`) and float32/float64
+    parameters. Ghost clipping clips with Opacus's ℓ2 norms in the parameters' dtype, not rounded up: in 16 bits the
+    stored clipped sum of one sample reached 1.0106·C (bfloat16) and 1.00095·C (float16), so 16-bit parameters are
+    refused (the hooks mode, ``grad_sample_mode="hooks"``, certifies the stored norm in every dtype)."""
+    _require_l2(self)
     bad = sorted({str(p.dtype) for p in self.params if p.dtype in (torch.float16, torch.bfloat16)})
     if bad:
         raise ValueError(
@@ -192,8 +194,7 @@ class GGDPOptimizerFastGradientClipping(GGParamsMixin, _GGGhostNoise):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_l2(self)
-        _require_ghost_dtype(self)
+        _require_ghost_scope(self)
 
 
 class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPOptimizerFastGradientClipping, _GGGhostNoise):
@@ -201,8 +202,7 @@ class GGDistributedDPOptimizerFastGradientClipping(GGParamsMixin, DistributedDPO
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_l2(self)
-        _require_ghost_dtype(self)
+        _require_ghost_scope(self)
 
 
 class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradientClipping):
@@ -210,8 +210,7 @@ class GGFSDPOptimizerFastGradientClipping(GGParamsMixin, FSDPOptimizerFastGradie
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _require_l2(self)
-        _require_ghost_dtype(self)
+        _require_ghost_scope(self)
 
     def add_noise(self) -> None:
         r"""As Opacus's FSDP step: each rank adds noise shaped like the full parameter to its shards
